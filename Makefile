@@ -1,0 +1,81 @@
+# poweraware.k8s developer entry points. See README.md and docs/development.md.
+#   make lab     bring up the local lab cluster (the main job)
+#   make test    everything CI runs: lint, sanity, unit, integration
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+VENV      ?= .venv
+BIN       := $(VENV)/bin
+DEPS      := $(VENV)/.deps-installed
+SYSDEPS   := .cache/.system-deps-installed
+COLL_LINK := .cache/collections/ansible_collections/poweraware/k8s
+SHARED_DATA ?= $(abspath ../shared/data)
+export SHARED_DATA
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+PYTEST_ARGS ?=
+
+.PHONY: help venv collection system-deps test lint sanity unit integration bench clean
+
+help:
+	@echo "make lab        start the local lab cluster (builds binaries once, cached)"
+	@echo "make lab-down   stop the lab and remove its state"
+	@echo "make test       run lint, sanity, unit and integration tests (what CI runs)"
+	@echo "make lint | sanity | unit | integration | bench"
+
+# --- set-up -------------------------------------------------------------------------------
+$(BIN)/python:
+	@python=$$(scripts/find-python.sh) && echo "creating $(VENV) with $$python" && "$$python" -m venv $(VENV)
+
+$(DEPS): $(BIN)/python requirements.txt requirements-dev.txt
+	$(BIN)/pip install --quiet -r requirements.txt -r requirements-dev.txt
+	@touch $@
+
+$(COLL_LINK):
+	@mkdir -p $(dir $@)
+	@ln -sfn ../../../.. $@
+
+# The collection is found by Ansible through ansible.cfg (collections_path = .cache/collections).
+collection: $(COLL_LINK)
+
+venv: $(DEPS) collection
+
+$(SYSDEPS): system-packages.txt
+	scripts/install-system-deps.sh
+	@mkdir -p $(dir $@) && touch $@
+
+system-deps: $(SYSDEPS)
+
+# --- checks -------------------------------------------------------------------------------
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/yamllint --strict .
+	$(BIN)/python scripts/check_role_specs.py
+	$(BIN)/ansible-lint --profile production
+	$(BIN)/antsibull-changelog lint
+
+sanity: venv
+	$(BIN)/python scripts/stage_collection.py .cache/sanity
+	cd .cache/sanity/ansible_collections/poweraware/k8s && \
+	  $(CURDIR)/$(BIN)/ansible-test sanity --venv --python 3.12 --color no
+
+unit: venv
+	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+
+integration: venv system-deps
+	$(BIN)/python -m pytest tests/integration $(PYTEST_ARGS)
+
+test: lint sanity unit integration
+
+bench: venv
+	@for b in $(sort $(wildcard benchmarks/[a-z]*.py)); do \
+	  echo "== $$b"; $(BIN)/python $$b --data "$(SHARED_DATA)"; done
+
+clean:
+	rm -rf .cache/sanity tests/output .pytest_cache .ruff_cache
+
+# Capability-specific targets (lab, ...) live in mk/*.mk.
+-include $(sort $(wildcard mk/*.mk))

@@ -1,0 +1,28 @@
+"""Test-suite wide set-up: import path for the collection and the shared data sets."""
+
+import os
+import pathlib
+import sys
+
+import pytest
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+COLLECTIONS_DIR = REPO_ROOT / ".cache" / "collections"
+
+# `make collection` links the repository at .cache/collections/ansible_collections/poweraware/k8s,
+# so tests import plugins by their real names: ansible_collections.poweraware.k8s.plugins....
+if str(COLLECTIONS_DIR) not in sys.path:
+    sys.path.insert(0, str(COLLECTIONS_DIR))
+
+
+def shared_data_dir() -> pathlib.Path:
+    """The shared data sets (SPECpower, Alibaba trace); never copied into the project."""
+    return pathlib.Path(os.environ.get("SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> pathlib.Path:
+    path = shared_data_dir()
+    if not path.is_dir():
+        pytest.skip(f"shared data not found at {path} (set SHARED_DATA)")
+    return path
