@@ -57,7 +57,8 @@ lint: venv
 	$(BIN)/ansible-lint --profile production
 	$(BIN)/antsibull-changelog lint
 
-sanity: venv
+sanity: venv system-deps
+	$(BIN)/python scripts/ansible_test_pip_bootstrap.py .cache/pip-bootstrap
 	$(BIN)/python scripts/stage_collection.py .cache/sanity
 	cd .cache/sanity/ansible_collections/poweraware/k8s && \
 	  $(CURDIR)/$(BIN)/ansible-test sanity --venv --python 3.12 --color no

@@ -81,7 +81,6 @@ def run_playbook(
         cmd, cwd=REPO_ROOT, env=full_env, capture_output=True, text=True, timeout=timeout, check=False
     )
     recap = {
-        m["host"]: {k: int(v) for k, v in m.groupdict().items() if k != "host"}
-        for m in _RECAP.finditer(proc.stdout)
+        m["host"]: {k: int(v) for k, v in m.groupdict().items() if k != "host"} for m in _RECAP.finditer(proc.stdout)
     }
     return PlaybookResult(proc.returncode, proc.stdout, proc.stderr, recap)
