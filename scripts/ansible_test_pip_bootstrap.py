@@ -14,7 +14,7 @@ import sys
 
 import ansible_test
 
-BOOTSTRAP_TEMPLATE = '''"""pip bootstrap for ansible-test, written by poweraware.k8s scripts/ansible_test_pip_bootstrap.py."""
+BOOTSTRAP_TEMPLATE = '''"""pip bootstrap for ansible-test, written by scripts/ansible_test_pip_bootstrap.py."""
 import runpy
 import sys
 

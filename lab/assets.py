@@ -1,0 +1,258 @@
+"""Find or build the lab's binaries: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok.
+
+Order of precedence:
+1. ``POWERAWARE_K8S_ASSETS`` or ``KUBEBUILDER_ASSETS`` (the envtest convention) names a directory of
+   prebuilt binaries: it is used as it is and nothing is built.
+2. The per-user cache ``${XDG_CACHE_HOME:-~/.cache}/poweraware-k8s/<component>-<version>/bin``.
+3. A build from the Go module proxy with the wrapper modules in ``lab/go/<component>``, whose
+   ``go.mod``/``go.sum`` pin every version; the result goes into the cache (2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import hashlib
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+
+GO_DIR = pathlib.Path(__file__).resolve().parent / "go"
+ASSETS_ENV_VARS = ("POWERAWARE_K8S_ASSETS", "KUBEBUILDER_ASSETS")
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+# Linked into the lab's bin/ when there, never required (an assets directory may lack it).
+OPTIONAL_BINARIES = ("kubectl",)
+# Go's usual install place on these machines; PATH wins when it has a go.
+GO_FALLBACKS = ("/usr/local/go/bin/go",)
+
+
+class AssetsError(RuntimeError):
+    """The binaries cannot be had: the message says what to do."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Component:
+    """One wrapper module in lab/go and what it builds."""
+
+    name: str
+    module: str  # the required module whose version keys the cache
+    packages: tuple[str, ...]  # built in one `go build` so shared packages compile once
+    binaries: tuple[str, ...]
+    output_name: str | None = None  # for a single package whose directory name is not the binary's
+    version_packages: tuple[str, ...] = ()  # packages whose version variables the release build sets
+
+    def ldflags(self) -> str:
+        """-s -w, plus the version stamps Kubernetes' own build sets (hack/lib/version.sh), so that
+        `/version` and `--version` report the release instead of v0.0.0-master."""
+        flags = ["-s", "-w"]
+        if self.version_packages:
+            version = self.version
+            major, minor = version.lstrip("v").split(".")[:2]
+            for package in self.version_packages:
+                for name, value in (
+                    ("gitVersion", version),
+                    ("gitMajor", major),
+                    ("gitMinor", minor),
+                    ("gitCommit", ""),
+                    ("gitTreeState", "clean"),
+                ):
+                    flags.append(f"-X {package}.{name}={value}")
+        return " ".join(flags)
+
+    def recipe(self) -> str:
+        """Everything that decides what the build produces: a change means a rebuild."""
+        digest = hashlib.sha256()
+        for name in ("go.mod", "go.sum"):
+            digest.update((self.module_dir / name).read_bytes())
+        digest.update(repr((self.packages, self.binaries, self.output_name, self.ldflags())).encode())
+        return digest.hexdigest()
+
+    @property
+    def module_dir(self) -> pathlib.Path:
+        return GO_DIR / self.name
+
+    @property
+    def version(self) -> str:
+        return module_version(self.module_dir / "go.mod", self.module)
+
+
+COMPONENTS = (
+    Component(
+        name="kubernetes",
+        module="k8s.io/kubernetes",
+        packages=(
+            "k8s.io/kubernetes/cmd/kube-apiserver",
+            "k8s.io/kubernetes/cmd/kube-controller-manager",
+            "k8s.io/kubernetes/cmd/kube-scheduler",
+            "k8s.io/kubernetes/cmd/kubectl",
+        ),
+        binaries=("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"),
+        version_packages=("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"),
+    ),
+    Component(
+        name="etcd",
+        module="go.etcd.io/etcd/server/v3",
+        packages=("go.etcd.io/etcd/server/v3",),
+        binaries=("etcd",),
+        output_name="etcd",
+    ),
+    Component(
+        name="kwok",
+        module="sigs.k8s.io/kwok",
+        packages=("sigs.k8s.io/kwok/cmd/kwok",),
+        binaries=("kwok",),
+    ),
+)
+
+
+def module_version(go_mod: pathlib.Path, module: str) -> str:
+    """The version of ``module`` required by a go.mod (the wrapper modules pin exactly one each)."""
+    match = re.search(rf"^\s*(?:require\s+)?{re.escape(module)}\s+(v\S+)", go_mod.read_text(), re.MULTILINE)
+    if not match:
+        raise AssetsError(f"{go_mod} does not require {module}")
+    return match.group(1)
+
+
+def kubernetes_version() -> str:
+    return COMPONENTS[0].version
+
+
+def cache_root() -> pathlib.Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(pathlib.Path.home() / ".cache")
+    return pathlib.Path(base) / "poweraware-k8s"
+
+
+def cached_bin_dir(component: Component) -> pathlib.Path:
+    return cache_root() / f"{component.name}-{component.version}" / "bin"
+
+
+def assets_dir_from_env() -> pathlib.Path | None:
+    for var in ASSETS_ENV_VARS:
+        value = os.environ.get(var)
+        if value:
+            return pathlib.Path(value).expanduser().resolve()
+    return None
+
+
+def find_go() -> str | None:
+    found = shutil.which("go")
+    if found:
+        return found
+    return next((path for path in GO_FALLBACKS if os.access(path, os.X_OK)), None)
+
+
+def _missing(directory: pathlib.Path, names: tuple[str, ...]) -> list[str]:
+    return [name for name in names if not os.access(directory / name, os.X_OK)]
+
+
+RECIPE_FILE = "build.json"
+
+
+def cached_build_current(component: Component) -> bool:
+    """The cache holds this component's binaries, built with the current recipe."""
+    bin_dir = cached_bin_dir(component)
+    if _missing(bin_dir, component.binaries):
+        return False
+    try:
+        stamp = json.loads((bin_dir / RECIPE_FILE).read_text())
+    except (OSError, ValueError):
+        return False
+    return stamp.get("recipe") == component.recipe()
+
+
+def build_component(component: Component, go: str, log=print) -> pathlib.Path:
+    """Build one component into its cache directory; an interrupted build leaves no partial bin/."""
+    target = cached_bin_dir(component)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = pathlib.Path(tempfile.mkdtemp(prefix=".build-", dir=target.parent))
+    try:
+        # `-o DIR/` names each binary after its package; a single package may need another name.
+        output = str(staging / component.output_name) if component.output_name else f"{staging}{os.sep}"
+        cmd = [go, "build", "-trimpath", f"-ldflags={component.ldflags()}", "-o", output, *component.packages]
+        env = dict(os.environ)
+        # The wrapper modules' go.sum is the pin: never rewrite it during a build.
+        env["GOFLAGS"] = (env.get("GOFLAGS", "") + " -mod=readonly").strip()
+        log(
+            f"building {component.name} {component.version} ({', '.join(component.binaries)}); "
+            "the first build takes several minutes"
+        )
+        started = time.monotonic()
+        proc = subprocess.run(cmd, cwd=component.module_dir, env=env, check=False)
+        if proc.returncode != 0:
+            raise AssetsError(f"go build of {component.name} failed (exit {proc.returncode}); see the output above")
+        missing = _missing(staging, component.binaries)
+        if missing:
+            raise AssetsError(f"go build of {component.name} produced no {', '.join(missing)}")
+        stamp = {"recipe": component.recipe(), "version": component.version, "go": go, "command": cmd[1:]}
+        (staging / RECIPE_FILE).write_text(json.dumps(stamp, indent=2) + "\n")
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+        log(f"built {component.name} in {time.monotonic() - started:.0f} s -> {target}")
+        return target
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _no_go_message(missing: list[str]) -> str:
+    return (
+        f"the lab needs {', '.join(missing)} and cannot build them: no Go toolchain found "
+        f"(looked in PATH and {', '.join(GO_FALLBACKS)}). Either install Go >= 1.26 and run again "
+        f"(binaries are built once from the Go module proxy and cached under {cache_root()}), or set "
+        "POWERAWARE_K8S_ASSETS (or KUBEBUILDER_ASSETS) to a directory holding prebuilt "
+        f"{', '.join(BINARIES)}."
+    )
+
+
+def resolve_binaries(build: bool = True, log=print) -> dict[str, pathlib.Path]:
+    """Map each binary name to its path, building what the cache lacks when ``build`` is true."""
+    assets = assets_dir_from_env()
+    if assets is not None:
+        missing = _missing(assets, BINARIES)
+        if missing:
+            raise AssetsError(
+                f"{assets} (from {'/'.join(ASSETS_ENV_VARS)}) lacks {', '.join(missing)}; the lab builds "
+                "nothing when that variable is set: add them there, or unset it to build and cache them"
+            )
+        found = {name: assets / name for name in BINARIES}
+        found.update({name: assets / name for name in OPTIONAL_BINARIES if not _missing(assets, (name,))})
+        return found
+    if any(not cached_build_current(c) for c in COMPONENTS):
+        cache_root().mkdir(parents=True, exist_ok=True)
+        # One build at a time per user (make lab and a test session may both need one).
+        with open(cache_root() / ".build.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            to_build = [c for c in COMPONENTS if not cached_build_current(c)]
+            if to_build:
+                missing = [b for c in to_build for b in c.binaries]
+                if not build:
+                    raise AssetsError(f"not built yet: {', '.join(missing)} (run `make lab` once)")
+                go = find_go()
+                if go is None:
+                    raise AssetsError(_no_go_message(missing))
+                for component in to_build:
+                    build_component(component, go, log=log)
+    paths: dict[str, pathlib.Path] = {}
+    for component in COMPONENTS:
+        for name in component.binaries:
+            paths[name] = cached_bin_dir(component) / name
+    return paths
+
+
+def link_bin_dir(binaries: dict[str, pathlib.Path], bin_dir: pathlib.Path) -> pathlib.Path:
+    """One directory with every binary (symlinks), as envtest's assets directory has."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for name, path in binaries.items():
+        link = bin_dir / name
+        if link.is_symlink() or link.exists():
+            if link.is_symlink() and pathlib.Path(os.readlink(link)) == path:
+                continue
+            link.unlink()
+        link.symlink_to(path)
+    return bin_dir

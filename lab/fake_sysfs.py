@@ -1,0 +1,256 @@
+"""Build realistic fake sysfs trees (cpufreq, intel_pstate/amd_pstate, powercap/RAPL) for the lab and tests.
+
+``build_tree(root, scenario, **shape)`` writes a plain directory tree shaped like
+``/sys`` on a machine with the given CPU power driver. A plain tree cannot enforce the kernel's
+rules (EINVAL, EBUSY, clamping, shared policies); the unit tests put a kernel model on top of it
+(``tests/unit/node_power/fake_kernel.py``). The lab uses the bare tree as each node's ``/sys``.
+
+Layout written (paths relative to ``root``)::
+
+    devices/system/cpu/{present,online,possible,kernel_max}
+    devices/system/cpu/cpuN/online              (not for cpu0, as on most x86 machines)
+    devices/system/cpu/cpuN/cpufreq -> ../cpufreq/policyX   (online CPUs only)
+    devices/system/cpu/cpufreq/policyX/...      (scaling_*, cpuinfo_*, related_cpus, EPP ...)
+    devices/system/cpu/intel_pstate/{status,no_turbo,...} | devices/system/cpu/amd_pstate/status
+    class/powercap/intel-rapl:N/{name,energy_uj,max_energy_range_uj,constraint_0_*}  (+ psys)
+
+Command line: ``python lab/fake_sysfs.py ROOT SCENARIO [--cpus N] [--rebuild]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import shutil
+import sys
+
+MARKER = ".poweraware-fake-sysfs.json"
+
+EPP_PREFS = "default performance balance_performance balance_power power"
+GENERIC_GOVERNORS = "conservative ondemand userspace powersave performance schedutil"
+
+# scenario -> defaults for the shape keyword arguments
+SCENARIOS = {
+    "intel_pstate_active": {"cpus": 4, "offline": "", "driver": "intel_pstate"},
+    "intel_cpufreq_passive": {"cpus": 4, "offline": "", "driver": "intel_cpufreq"},
+    "acpi_cpufreq_shared": {"cpus": 8, "offline": "", "driver": "acpi-cpufreq", "policy_size": 2},
+    "amd_pstate_epp": {"cpus": 8, "offline": "", "driver": "amd-pstate-epp"},
+    "hybrid": {"cpus": 8, "offline": "", "driver": "intel_pstate", "p_cores": 4},
+    "offline_cpus": {"cpus": 8, "offline": "6-7", "driver": "intel_pstate"},
+    "no_cpufreq": {"cpus": 4, "offline": "", "driver": None},
+}
+
+# per-driver CPU limits in kHz: (cpuinfo_min, cpuinfo_max, base or None)
+LIMITS = {
+    "intel_pstate": (800000, 3900000, 2100000),
+    "intel_cpufreq": (800000, 3900000, 2100000),
+    "acpi-cpufreq": (1200000, 2601000, None),
+    "amd-pstate-epp": (400000, 3700000, None),
+    "hybrid_p": (800000, 5000000, 2500000),
+    "hybrid_e": (800000, 3800000, 1800000),
+}
+
+
+def _cpulist(cpus):
+    cpus = sorted(set(cpus))
+    parts = []
+    i = 0
+    while i < len(cpus):
+        j = i
+        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
+            j += 1
+        parts.append(str(cpus[i]) if i == j else f"{cpus[i]}-{cpus[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def _parse(text):
+    out = []
+    for part in filter(None, (p.strip() for p in str(text).split(","))):
+        lo, _sep, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def _put(path: pathlib.Path, value, mode=0o644):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{value}\n")
+    os.chmod(path, mode)
+
+
+def _policy(pdir: pathlib.Path, driver, related, online, limits, governor, epp):
+    lo, hi, base = limits
+    _put(pdir / "related_cpus", " ".join(str(c) for c in related))
+    _put(pdir / "affected_cpus", " ".join(str(c) for c in related if c in online))
+    _put(pdir / "cpuinfo_min_freq", lo, 0o444)
+    _put(pdir / "cpuinfo_max_freq", hi, 0o444)
+    _put(pdir / "cpuinfo_transition_latency", 0 if driver in ("intel_pstate", "amd-pstate-epp") else 10000, 0o444)
+    _put(pdir / "scaling_min_freq", lo)
+    _put(pdir / "scaling_max_freq", hi)
+    _put(pdir / "scaling_cur_freq", base or lo, 0o444)
+    _put(pdir / "scaling_driver", driver, 0o444)
+    _put(pdir / "scaling_governor", governor)
+    if driver in ("intel_pstate", "amd-pstate-epp"):
+        _put(pdir / "scaling_available_governors", "performance powersave", 0o444)
+        _put(pdir / "energy_performance_preference", epp)
+        _put(pdir / "energy_performance_available_preferences", EPP_PREFS, 0o444)
+    else:
+        _put(pdir / "scaling_available_governors", GENERIC_GOVERNORS, 0o444)
+        _put(pdir / "scaling_setspeed", "<unsupported>")
+    if base:
+        _put(pdir / "base_frequency", base, 0o444)
+    if driver == "acpi-cpufreq":
+        # a turbo bin (max + 1 MHz, as acpi-cpufreq reports it) above 100 MHz P-state steps down to min
+        steps = [hi] + list(range((hi // 100000) * 100000 - 100000, lo - 1, -100000))
+        _put(pdir / "scaling_available_frequencies", " ".join(str(s) for s in steps), 0o444)
+
+
+def _rapl(root: pathlib.Path, packages, tdp_w, energy_mode):
+    base = root / "class" / "powercap"
+    base.mkdir(parents=True, exist_ok=True)
+    _put(base / "intel-rapl" / "enabled", 1)
+    for pkg in range(packages):
+        zone = base / f"intel-rapl:{pkg}"
+        _put(zone / "name", f"package-{pkg}", 0o444)
+        _put(zone / "enabled", 1)
+        _put(zone / "energy_uj", 123456789 + pkg * 1000, energy_mode)
+        _put(zone / "max_energy_range_uj", 262143328850, 0o444)
+        _put(zone / "constraint_0_name", "long_term", 0o444)
+        _put(zone / "constraint_0_max_power_uw", int(tdp_w * 1_000_000), 0o444)
+        _put(zone / "constraint_0_power_limit_uw", int(tdp_w * 1_000_000))
+        _put(zone / "constraint_0_time_window_us", 27983872)
+        sub = base / f"intel-rapl:{pkg}:0"
+        _put(sub / "name", "dram", 0o444)
+        _put(sub / "energy_uj", 4242 + pkg, energy_mode)
+        _put(sub / "max_energy_range_uj", 65712999613, 0o444)
+    psys = base / f"intel-rapl:{packages}"
+    _put(psys / "name", "psys", 0o444)
+    _put(psys / "energy_uj", 987654, energy_mode)
+    _put(psys / "max_energy_range_uj", 262143328850, 0o444)
+
+
+def build_tree(root: pathlib.Path, scenario: str, rebuild: bool = False, **shape) -> pathlib.Path:
+    """Write the sysfs tree for ``scenario`` under ``root`` and return ``root``.
+
+    Shape keywords (all optional): ``cpus`` (number of present CPUs), ``offline`` (cpulist),
+    ``policy_size`` (CPUs per policy, acpi-cpufreq), ``p_cores`` (hybrid), ``governor``, ``epp``,
+    ``packages`` (RAPL packages), ``tdp_w``, ``energy_readable`` (False: energy_uj mode 0400).
+
+    An existing tree built for the same scenario and shape is left as it is (it holds the state
+    the roles applied); ``rebuild=True`` or a different scenario/shape replaces it.
+    """
+    if scenario not in SCENARIOS:
+        raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(sorted(SCENARIOS))}")
+    root = pathlib.Path(root)
+    opts = dict(SCENARIOS[scenario])
+    unknown = set(shape) - {
+        "cpus",
+        "offline",
+        "policy_size",
+        "p_cores",
+        "governor",
+        "epp",
+        "packages",
+        "tdp_w",
+        "energy_readable",
+    }
+    if unknown:
+        raise TypeError(f"unknown shape argument(s): {', '.join(sorted(unknown))}")
+    opts.update(shape)
+    signature = {"scenario": scenario, "shape": {k: opts[k] for k in sorted(opts)}}
+    marker = root / MARKER
+    if marker.is_file() and not rebuild:
+        try:
+            if json.loads(marker.read_text()) == signature:
+                return root
+        except ValueError:
+            pass
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+
+    n = int(opts["cpus"])
+    present = list(range(n))
+    offline = _parse(opts.get("offline") or "")
+    if 0 in offline:
+        raise ValueError("cpu0 cannot be offline in these scenarios (it has no online file)")
+    online = [c for c in present if c not in offline]
+    driver = opts["driver"]
+    cpu_dir = root / "devices" / "system" / "cpu"
+    _put(cpu_dir / "present", _cpulist(present), 0o444)
+    _put(cpu_dir / "possible", _cpulist(present), 0o444)
+    _put(cpu_dir / "online", _cpulist(online), 0o444)
+    _put(cpu_dir / "offline", _cpulist(offline), 0o444)
+    _put(cpu_dir / "kernel_max", 8191, 0o444)
+    for cpu in present:
+        cdir = cpu_dir / f"cpu{cpu}"
+        cdir.mkdir(parents=True, exist_ok=True)
+        if cpu != 0:  # cpu0 usually cannot be hot-unplugged and has no online file
+            _put(cdir / "online", 1 if cpu in online else 0)
+        _put(cdir / "topology" / "core_id", cpu, 0o444)
+
+    if driver is not None:
+        if scenario == "acpi_cpufreq_shared":
+            size = int(opts.get("policy_size") or 1)
+            groups = [present[i : i + size] for i in range(0, n, size)]
+        else:
+            groups = [[c] for c in present]
+        if driver in ("intel_pstate", "intel_cpufreq"):
+            status = "active" if driver == "intel_pstate" else "passive"
+            ip = cpu_dir / "intel_pstate"
+            _put(ip / "status", status)
+            _put(ip / "no_turbo", 0)
+            _put(ip / "max_perf_pct", 100)
+            _put(ip / "min_perf_pct", 20)
+            _put(ip / "num_pstates", 32, 0o444)
+            _put(ip / "turbo_pct", 45, 0o444)
+            if driver == "intel_pstate":
+                _put(ip / "hwp_dynamic_boost", 0)
+        if driver == "amd-pstate-epp":
+            _put(cpu_dir / "amd_pstate" / "status", "active")
+        default_gov = "powersave" if driver in ("intel_pstate", "amd-pstate-epp") else "schedutil"
+        governor = opts.get("governor") or default_gov
+        epp = opts.get("epp") or "balance_performance"
+        if governor == "performance" and driver in ("intel_pstate", "amd-pstate-epp"):
+            epp = "performance"
+        p_cores = int(opts.get("p_cores") or 0)
+        for group in groups:
+            owner = group[0]
+            if scenario == "hybrid":
+                limits = LIMITS["hybrid_p"] if owner < p_cores else LIMITS["hybrid_e"]
+            else:
+                limits = LIMITS[driver]
+            pdir = cpu_dir / "cpufreq" / f"policy{owner}"
+            _policy(pdir, driver, group, online, limits, governor, epp)
+            for cpu in group:
+                if cpu in online:  # the kernel removes the link when a CPU goes offline
+                    os.symlink(f"../cpufreq/policy{owner}", cpu_dir / f"cpu{cpu}" / "cpufreq")
+
+    _rapl(
+        root,
+        int(opts.get("packages") or 1),
+        float(opts.get("tdp_w") or 125.0),
+        0o444 if opts.get("energy_readable", True) else 0o400,
+    )
+    marker.write_text(json.dumps(signature))
+    return root
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("root", type=pathlib.Path)
+    parser.add_argument("scenario", choices=sorted(SCENARIOS))
+    parser.add_argument("--cpus", type=int)
+    parser.add_argument("--offline")
+    parser.add_argument("--rebuild", action="store_true")
+    args = parser.parse_args(argv)
+    shape = {k: v for k, v in (("cpus", args.cpus), ("offline", args.offline)) if v is not None}
+    build_tree(args.root, args.scenario, rebuild=args.rebuild, **shape)
+    print(f"built {args.scenario} sysfs tree under {args.root}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

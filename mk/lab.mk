@@ -1,0 +1,22 @@
+# Local Kubernetes lab (docs/lab.md): etcd, kube-apiserver, kube-controller-manager, kube-scheduler
+# (as a static pod) and kwok nodes on 127.0.0.1. Binaries are built once from the Go module proxy
+# and cached per user; POWERAWARE_K8S_ASSETS or KUBEBUILDER_ASSETS names prebuilt ones instead.
+.PHONY: lab lab-down lab-status lab-build
+
+LAB_ARGS ?=
+
+lab: venv
+	$(BIN)/python -m lab up $(LAB_ARGS)
+
+lab-down: venv
+	$(BIN)/python -m lab down
+
+lab-status: venv
+	$(BIN)/python -m lab status
+
+lab-build: venv
+	$(BIN)/python -m lab build
+
+# Build (or find) the binaries before pytest starts: a cold build takes longer than pytest's
+# per-test timeout, which would otherwise count it against the first test that uses the lab.
+integration: lab-build

@@ -1,0 +1,97 @@
+# Copyright: poweraware.k8s contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Kubernetes release numbers from version strings and container image references.
+
+Pure logic, no Ansible import (unit tests use it directly); Python 3.9 compatible because
+modules that import it run on the managed nodes.
+
+Image references are parsed the way the container tooling does it (registry host, optional
+port, any number of path components, optional tag, optional digest), never by counting dots:
+``registry.k8s.io/kube-scheduler:v1.29.3``, ``my.reg:5000/k8s/kube-scheduler:v1.28.0-rke2r1``,
+``k8s.gcr.io/kube-scheduler:v1.21.14@sha256:...``.
+"""
+
+from __future__ import annotations
+
+import re
+
+# v1.29.3, 1.29, v1.28.0-rke2r1, v1.30.2+k3s1, v1.27.4_custom, v1.31.0-alpha.2
+_VERSION_RE = re.compile(
+    r"^v?(?P<major>0|[1-9][0-9]*)\.(?P<minor>0|[1-9][0-9]*)(?:\.(?P<patch>0|[1-9][0-9]*))?"
+    r"(?P<suffix>[-+_][0-9A-Za-z.+_-]*)?$"
+)
+_DIGEST_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}$")
+_TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+
+
+class VersionError(ValueError):
+    """A version string or image reference that does not name a Kubernetes release."""
+
+
+def parse_version(text):
+    """Return ``(major, minor, patch)`` from a Kubernetes version string.
+
+    ``patch`` is ``None`` when the string has only ``major.minor``. Raises VersionError with
+    a message that says what was expected.
+    """
+    if not isinstance(text, str):
+        raise VersionError("Kubernetes version must be a string such as '1.29' or 'v1.29.3', got %r" % (text,))
+    match = _VERSION_RE.match(text.strip())
+    if not match:
+        raise VersionError(
+            "cannot read a Kubernetes version from %r: expected MAJOR.MINOR[.PATCH] with an optional "
+            "leading 'v' and build suffix, for example '1.29', 'v1.29.3' or 'v1.28.0-rke2r1'" % (text,)
+        )
+    patch = match.group("patch")
+    return int(match.group("major")), int(match.group("minor")), (int(patch) if patch is not None else None)
+
+
+def split_image(image):
+    """Split an image reference into ``(repository, tag, digest)``; tag and digest may be None."""
+    if not isinstance(image, str) or not image.strip() or any(c.isspace() for c in image.strip()):
+        raise VersionError("not a container image reference: %r" % (image,))
+    ref = image.strip()
+    digest = None
+    if "@" in ref:
+        ref, digest = ref.split("@", 1)
+        if not _DIGEST_RE.match(digest):
+            raise VersionError("image %r has a malformed digest %r" % (image, digest))
+    # A tag follows the last ':' only if that ':' is after the last '/': a ':' before it
+    # belongs to the registry's port (my.reg:5000/kube-scheduler).
+    tag = None
+    last_slash = ref.rfind("/")
+    last_colon = ref.rfind(":")
+    if last_colon > last_slash:
+        ref, tag = ref[:last_colon], ref[last_colon + 1 :]
+        if not _TAG_RE.match(tag):
+            raise VersionError("image %r has a malformed tag %r" % (image, tag))
+    if not ref or ref.endswith("/"):
+        raise VersionError("image %r has no repository name" % (image,))
+    return ref, tag, digest
+
+
+def version_from_image(image):
+    """Return ``(major, minor, patch)`` from the tag of an image reference.
+
+    Raises VersionError when the reference has no tag (digest-only) or the tag is not a
+    Kubernetes version (``latest``); the message tells the caller to pass the version.
+    """
+    _repository, tag, digest = split_image(image)
+    if tag is None:
+        what = "only a digest" if digest else "no tag"
+        raise VersionError(
+            "image %r has %s, so the Kubernetes version cannot be read from it; "
+            "set kubernetes_version explicitly" % (image, what)
+        )
+    try:
+        return parse_version(tag)
+    except VersionError:
+        raise VersionError(
+            "the tag %r of image %r is not a Kubernetes version; set kubernetes_version explicitly" % (tag, image)
+        ) from None
+
+
+def format_version(version):
+    """``(1, 29, 3)`` -> ``'1.29.3'``; ``(1, 29, None)`` -> ``'1.29'``."""
+    major, minor, patch = version
+    return "%d.%d" % (major, minor) if patch is None else "%d.%d.%d" % (major, minor, patch)

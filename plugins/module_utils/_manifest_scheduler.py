@@ -1,0 +1,513 @@
+# Copyright: poweraware.k8s contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What to change in a kube-scheduler static pod manifest to load an extender configuration.
+
+The manifest gets (only when missing): the ``--config`` (or legacy ``--policy-config-file``)
+flag, read-only hostPath volumes and mounts for that file and the extenders' TLS directories,
+``dnsPolicy: ClusterFirstWithHostNet`` when an extender is addressed by a cluster DNS name, and
+the annotation ``poweraware.k8s/scheduler-extender``: a JSON record of exactly what was added,
+so that ``state=absent`` removes those things and nothing else, and a re-run can tell its own
+additions from the user's.
+
+Pure logic, no Ansible import; Python 3.9 compatible.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+from ansible_collections.poweraware.k8s.plugins.module_utils import _k8s_version as kv
+from ansible_collections.poweraware.k8s.plugins.module_utils import _scheduler_config as sc
+from ansible_collections.poweraware.k8s.plugins.module_utils._manifest_yaml import (
+    KeyRemove,
+    KeySet,
+    SeqAppend,
+    SeqRemove,
+    apply_ops,
+    dump,
+    yaml,
+)
+
+ANNOTATION = "poweraware.k8s/scheduler-extender"
+RECORD_VERSION = 1
+CONFIG_VOLUME = "poweraware-scheduler-config"
+TLS_VOLUME = "poweraware-extender-tls"
+DNS_POLICY = "ClusterFirstWithHostNet"
+FLAGS = {"config": "--config", "policy": "--policy-config-file"}
+LEGACY_FLAGS = ("--policy-config-file", "--policy-configmap")
+
+
+class ManifestError(ValueError):
+    """The manifest cannot be patched; the message says why and what to do."""
+
+
+def check_pod(doc, path):
+    """Return the index of the kube-scheduler container, or raise ManifestError."""
+    if not isinstance(doc, dict) or doc.get("kind") != "Pod" or not isinstance(doc.get("spec"), dict):
+        raise ManifestError(
+            "%s is not a Pod manifest (kind: Pod with a spec); point manifest_path at the kube-scheduler static pod"
+            % path
+        )
+    containers = doc["spec"].get("containers")
+    if not isinstance(containers, list) or not containers or not all(isinstance(c, dict) for c in containers):
+        raise ManifestError("%s has no containers" % path)
+    named = [i for i, c in enumerate(containers) if c.get("name") == "kube-scheduler"]
+    if len(named) == 1:
+        return named[0]
+    if len(containers) == 1:
+        return 0
+    raise ManifestError("%s has several containers and none is named kube-scheduler" % path)
+
+
+def _flag_lists(container):
+    out = []
+    for key in ("command", "args"):
+        value = container.get(key)
+        if value is not None and not (isinstance(value, list) and all(isinstance(x, str) for x in value)):
+            raise ManifestError("container %s must be a list of strings" % key)
+        out.append((key, value or []))
+    return out
+
+
+def find_flag(container, flag):
+    """``(value, list_key, item)`` of ``--flag=value`` or ``--flag value`` in command/args, or None."""
+    for key, items in _flag_lists(container):
+        for index, item in enumerate(items):
+            if item == flag and index + 1 < len(items):
+                return items[index + 1], key, item
+            if item.startswith(flag + "="):
+                return item[len(flag) + 1 :], key, item
+    return None
+
+
+def flags_list_key(container):
+    """Where this installer keeps the flags: ``args`` when it uses it, else ``command``."""
+    if container.get("args"):
+        return "args"
+    command = container.get("command") or []
+    if not command and "args" in container:
+        return "args"
+    return "command"
+
+
+def read_record(doc):
+    annotations = (doc.get("metadata") or {}).get("annotations") or {}
+    raw = annotations.get(ANNOTATION)
+    if raw is None:
+        return None
+    try:
+        record = json.loads(raw)
+    except (TypeError, ValueError):
+        raise ManifestError(
+            "annotation %s on the manifest is not valid JSON; remove it by hand (it only records what this "
+            "module added)" % ANNOTATION
+        ) from None
+    if not isinstance(record, dict) or record.get("v") != RECORD_VERSION:
+        raise ManifestError("annotation %s has an unknown format; remove it by hand" % ANNOTATION)
+    return record
+
+
+def _covered(path, mounts):
+    for mount in mounts:
+        mount_path = (mount or {}).get("mountPath")
+        if isinstance(mount_path, str) and mount_path:
+            root = mount_path.rstrip("/") or "/"
+            if path == root or path.startswith(root.rstrip("/") + "/"):
+                return True
+    return False
+
+
+def strip_ops(doc, record, cindex):
+    """Ops that remove what ``record`` says we added (in the reverse order of adding)."""
+    ops = []
+    cpath = ["spec", "containers", cindex]
+    if record.get("dns_policy_added"):
+        previous = record.get("dns_policy_previous")
+        if previous is None:
+            ops.append(KeyRemove(["spec"], "dnsPolicy"))
+        else:
+            ops.append(KeySet(["spec"], "dnsPolicy", previous))
+    names = set(record.get("volumes") or [])
+    if names:
+        created = set(record.get("created_keys") or [])
+        ops.append(
+            SeqRemove(
+                cpath,
+                "volumeMounts",
+                lambda m: isinstance(m, dict) and m.get("name") in names,
+                "volumeMounts" in created,
+            )
+        )
+        ops.append(
+            SeqRemove(
+                ["spec"], "volumes", lambda v: isinstance(v, dict) and v.get("name") in names, "volumes" in created
+            )
+        )
+    if record.get("flag"):
+        flag = record["flag"]
+        ops.append(SeqRemove(cpath, record.get("flag_key", "command"), lambda x: x == flag))
+    created_annotations = "annotations" in set(record.get("created_keys") or [])
+    ops.append(KeyRemove(["metadata", "annotations"], ANNOTATION, drop_parent_if_empty=created_annotations))
+    return ops
+
+
+def _apply_doc(doc, ops):
+    new = copy.deepcopy(doc)
+    for op in ops:
+        op.apply_doc(new)
+    return new
+
+
+def inspect(doc, path):
+    """Return ``(container_index, record, base_doc)``; base_doc is ``doc`` without our additions."""
+    cindex = check_pod(doc, path)
+    record = read_record(doc)
+    base = _apply_doc(doc, strip_ops(doc, record, cindex)) if record else copy.deepcopy(doc)
+    return cindex, record, base
+
+
+def target_file(base, cindex, mode, default_path):
+    """The config/policy file the scheduler should load and whether the flag already names it."""
+    container = base["spec"]["containers"][cindex]
+    found = find_flag(container, FLAGS[mode])
+    if found:
+        return found[0], True
+    return default_path, False
+
+
+def conflicting_flags(base, cindex, mode):
+    """Errors for flags that would make kube-scheduler ignore or reject our file."""
+    container = base["spec"]["containers"][cindex]
+    errors = []
+    if mode == "config":
+        for flag in LEGACY_FLAGS:
+            if find_flag(container, flag):
+                errors.append(
+                    "the manifest already passes %s (a legacy scheduler Policy); set legacy_policy: true to add the "
+                    "extender to that Policy, or remove the flag first" % flag
+                )
+    elif find_flag(container, "--policy-configmap"):
+        errors.append(
+            "the manifest passes --policy-configmap; this module manages a Policy file, remove the flag first"
+        )
+    return errors
+
+
+def present_ops(base, cindex, mode, file_path, flag_present, tls_dirs, need_cluster_dns, record_extra):
+    """Ops that turn ``base`` into the desired manifest, and the record they leave behind."""
+    ops = []
+    spec = base["spec"]
+    container = spec["containers"][cindex]
+    cpath = ["spec", "containers", cindex]
+    record = {"v": RECORD_VERSION, "mode": mode, "file": file_path, "volumes": [], "created_keys": []}
+    if not flag_present:
+        key = flags_list_key(container)
+        flag = "%s=%s" % (FLAGS[mode], file_path)
+        items = container.get(key) or []
+        # kubeadm writes the binary first and then its flags sorted; keep that order
+        sorted_from = 1 if key == "command" and items and not items[0].startswith("-") else 0
+        ops.append(SeqAppend(cpath, key, flag, sorted_from=sorted_from))
+        record["flag"] = flag
+        record["flag_key"] = key
+    mounts = list(container.get("volumeMounts") or [])
+    volumes = list(spec.get("volumes") or [])
+    taken = {v.get("name") for v in volumes if isinstance(v, dict)} | {
+        m.get("name") for m in mounts if isinstance(m, dict)
+    }
+    wanted = []
+    if not _covered(file_path, mounts):
+        wanted.append((CONFIG_VOLUME, file_path, "FileOrCreate"))
+    for number, directory in enumerate(d for d in tls_dirs if not _covered(d, mounts)):
+        wanted.append(
+            (TLS_VOLUME if number == 0 else "%s-%d" % (TLS_VOLUME, number + 1), directory, "DirectoryOrCreate")
+        )
+    for name, host_path, host_type in wanted:
+        if name in taken:
+            raise ManifestError(
+                "the manifest already has a volume or mount named %s that this module did not add; rename it" % name
+            )
+        if "volumeMounts" not in container:
+            record["created_keys"].append("volumeMounts")
+        if "volumes" not in spec:
+            record["created_keys"].append("volumes")
+        ops.append(SeqAppend(cpath, "volumeMounts", {"mountPath": host_path, "name": name, "readOnly": True}))
+        ops.append(SeqAppend(["spec"], "volumes", {"hostPath": {"path": host_path, "type": host_type}, "name": name}))
+        container = dict(container, volumeMounts=[])  # the key exists from now on
+        spec = dict(spec, volumes=[])
+        record["volumes"].append(name)
+    if need_cluster_dns and base["spec"].get("dnsPolicy") != DNS_POLICY:
+        record["dns_policy_added"] = True
+        record["dns_policy_previous"] = base["spec"].get("dnsPolicy")
+        ops.append(KeySet(["spec"], "dnsPolicy", DNS_POLICY))
+    record.update(record_extra)
+    metadata = base.get("metadata")
+    if not isinstance(metadata, dict):
+        raise ManifestError("the manifest has no metadata mapping")
+    if not isinstance(metadata.get("annotations"), dict):
+        if metadata.get("annotations") is not None:
+            raise ManifestError("metadata.annotations of the manifest is not a mapping")
+        record["created_keys"].append("annotations")
+        record["created_keys"] = sorted(set(record["created_keys"]))
+        ops.append(KeySet(["metadata"], "annotations", {ANNOTATION: encode_record(record)}))
+    else:
+        record["created_keys"] = sorted(set(record["created_keys"]))
+        ops.append(KeySet(["metadata", "annotations"], ANNOTATION, encode_record(record)))
+    return ops, record
+
+
+def encode_record(record):
+    return json.dumps(record, sort_keys=True, separators=(",", ":"))
+
+
+def patch(text, doc, ops_strip, ops_add):
+    """Apply strip then add ops to the manifest text; returns ``(text, doc, reemitted)``."""
+    return apply_ops(text, doc, list(ops_strip) + list(ops_add))
+
+
+# --- the configuration file: the same line-level edits, so the user's file keeps its comments -------
+
+
+def _url_in(urls):
+    return lambda entry: isinstance(entry, dict) and entry.get("urlPrefix") in urls
+
+
+def config_strip_ops(record):
+    """Ops that take our extenders out of a user's config file and put back what they replaced."""
+    ops = [SeqRemove([], "extenders", _url_in(set(record.get("extenders") or [])), drop_key_if_empty=True)]
+    ops += [SeqAppend([], "extenders", entry) for entry in (record.get("replaced") or {}).values()]
+    return ops
+
+
+def config_add_ops(base, entries):
+    """Ops that merge ``entries`` into ``base`` (see sc.merge_extenders) and the entries they replace."""
+    existing = {e.get("urlPrefix"): e for e in (base.get("extenders") or []) if isinstance(e, dict)}
+    replaced = {}
+    ops = []
+    for entry in entries:
+        url = entry["urlPrefix"]
+        if url in existing and sc.entries_equal(existing[url], entry):
+            continue
+        if url in existing:
+            replaced[url] = existing[url]
+        ops.append(SeqAppend([], "extenders", entry))
+    if replaced:
+        ops.insert(0, SeqRemove([], "extenders", _url_in(set(replaced)), drop_key_if_empty=True))
+    return ops, replaced
+
+
+def edit_file(text, doc, ops, mode):
+    """``(new_text, new_doc)``: surgical for YAML configs, re-rendered JSON for Policy files."""
+    new_text, new_doc, _reemitted = apply_ops(text, doc, ops)
+    if new_doc == doc:
+        return text, doc
+    if mode == "policy":
+        return render_file(new_doc, mode, False), new_doc
+    return new_text, new_doc
+
+
+# --- the whole change, as a pure function of the files' contents -----------------------------------
+
+
+class Plan:
+    """Everything the module needs to write, computed without touching the node."""
+
+    def __init__(self):
+        self.manifest_before = None
+        self.manifest_after = None
+        self.file_path = None
+        self.file_before = None
+        self.file_after = None  # None with file_delete=True means: remove the file
+        self.file_delete = False
+        self.file_created = False
+        self.mode = None
+        self.api_version = None
+        self.kubernetes_version = None
+        self.warnings = []
+        self.reemitted = False
+        self.record = None
+
+    @property
+    def manifest_changed(self):
+        return self.manifest_after != self.manifest_before
+
+    @property
+    def file_changed(self):
+        if self.file_delete:
+            return self.file_before is not None
+        return self.file_after is not None and self.file_after != self.file_before
+
+    @property
+    def changed(self):
+        return self.manifest_changed or self.file_changed
+
+
+CONFIG_HEADER = (
+    "# Managed by poweraware.k8s.kube_scheduler_extender: rewritten on every run, edits are lost.\n"
+    "# To keep settings of your own, pass kube-scheduler your own --config file; the module then\n"
+    "# merges its extenders into that file and leaves the rest of it alone.\n"
+)
+
+
+def render_file(doc, mode, created):
+    if mode == "policy":
+        return json.dumps(doc, indent=2) + "\n"
+    return (CONFIG_HEADER if created else "") + dump(doc)
+
+
+def _load(text, what):
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ManifestError("%s is not valid YAML: %s" % (what, exc)) from None
+
+
+def _manifest_dir(path):
+    return path.rstrip("/").rsplit("/", 1)[0] or "/"
+
+
+def plan_present(
+    manifest_text,
+    manifest_path,
+    read_file,
+    extenders,
+    config_path,
+    policy_path,
+    kubernetes_version=None,
+    legacy_policy=False,
+):
+    """Compute the manifest and config/policy file for ``state=present``.
+
+    ``extenders`` must come from ``_scheduler_config.normalize_extenders`` (already validated);
+    ``read_file(node_path)`` returns a file's text or None. Raises ManifestError or
+    ``_scheduler_config.ConfigError`` / ``_k8s_version.VersionError`` with a clear message.
+    """
+    result = Plan()
+    result.manifest_before = manifest_text
+    doc = _load(manifest_text, manifest_path)
+    cindex, record, base = inspect(doc, manifest_path)
+    container = base["spec"]["containers"][cindex]
+    image = container.get("image")
+    image_version = None
+    if isinstance(image, str):
+        try:
+            image_version = kv.version_from_image(image)
+        except kv.VersionError as exc:
+            image_error = str(exc)
+        else:
+            image_error = None
+    else:
+        image_error = "the kube-scheduler container has no image; set kubernetes_version explicitly"
+    if kubernetes_version:
+        version = kv.parse_version(kubernetes_version)
+        if image_version and image_version[:2] != version[:2]:
+            result.warnings.append(
+                "kubernetes_version %s differs from the manifest image tag (%s); using %s"
+                % (kubernetes_version, image, kubernetes_version)
+            )
+    elif image_version:
+        version = image_version
+    else:
+        raise kv.VersionError(image_error)
+    result.kubernetes_version = kv.format_version(version)
+    api_version, warnings = sc.select_api_version(version, legacy_policy)
+    result.warnings += warnings
+    mode = "policy" if legacy_policy else "config"
+    result.mode = mode
+    errors = conflicting_flags(base, cindex, mode)
+    default_path = policy_path if legacy_policy else config_path
+    for what, path in (("config_path", config_path), ("policy_path", policy_path)):
+        if _manifest_dir(path) == _manifest_dir(manifest_path):
+            errors.append(
+                "%s %s is inside the static pod directory %s, where kubelet would try to run it as a pod; "
+                "choose another directory (for example /etc/kubernetes)" % (what, path, _manifest_dir(manifest_path))
+            )
+    file_path, flag_present = target_file(base, cindex, mode, default_path)
+    if not file_path.startswith("/"):
+        errors.append("the manifest's %s flag names a relative path %r; make it absolute" % (FLAGS[mode], file_path))
+    if errors:
+        raise ManifestError("; ".join(errors))
+    result.file_path = file_path
+    policy = mode == "policy"
+    entries = [sc.render_extender(ext, policy=policy) for ext in extenders]
+    current_text = read_file(file_path)
+    result.file_before = current_text
+    owned = bool(
+        record and record.get("file_created") and record.get("file") == file_path and record.get("mode") == mode
+    )
+    if owned or current_text is None:
+        kubeconfig = find_flag(container, "--kubeconfig")
+        if policy:
+            desired = sc.new_policy(entries)
+        else:
+            desired = sc.new_config(api_version, entries, kubeconfig[0] if kubeconfig else None)
+        created, replaced = True, {}
+    else:
+        current = _load(current_text, file_path)
+        problems = sc.check_existing_document(current, version[1], policy, file_path)
+        if problems:
+            raise ManifestError("; ".join(problems))
+        strip = config_strip_ops(record) if record and record.get("file") == file_path else []
+        add, replaced = config_add_ops(_apply_doc(current, strip), entries)
+        file_text, desired = edit_file(current_text, current, strip + add, mode)
+        created = False
+        if not policy:
+            api_version = desired["apiVersion"]
+    result.file_created = created
+    result.api_version = api_version
+    if current_text is not None and _load(current_text, file_path) == desired:
+        result.file_after = current_text
+    elif created:
+        result.file_after = render_file(desired, mode, created)
+    else:
+        result.file_after = file_text
+    need_dns = any(sc.is_cluster_dns_name(sc.url_host(ext["url_prefix"])) for ext in extenders)
+    record_extra = {"file_created": created, "extenders": [e["urlPrefix"] for e in entries], "replaced": replaced}
+    add, new_record = present_ops(
+        base, cindex, mode, file_path, flag_present, sc.tls_directories(extenders), need_dns, record_extra
+    )
+    result.record = new_record
+    desired_manifest = _apply_doc(base, add)
+    if desired_manifest == doc:
+        result.manifest_after = manifest_text
+    else:
+        strip = strip_ops(doc, record, cindex) if record else []
+        text, _new_doc, reemitted = patch(manifest_text, doc, strip, add)
+        result.manifest_after = text
+        result.reemitted = reemitted
+    return result
+
+
+def plan_absent(manifest_text, manifest_path, read_file, original_text=None):
+    """Compute the manifest and file for ``state=absent``: remove exactly what the record lists.
+
+    ``original_text(path, doc)`` may return earlier bytes of ``path`` that parse to ``doc``
+    (a backup), so a merged config goes back to its original bytes, comments included.
+    """
+    result = Plan()
+    result.manifest_before = manifest_text
+    result.manifest_after = manifest_text
+    doc = _load(manifest_text, manifest_path)
+    cindex = check_pod(doc, manifest_path)
+    record = read_record(doc)
+    if not record:
+        return result
+    result.record = record
+    result.mode = record.get("mode")
+    file_path = record.get("file")
+    result.file_path = file_path
+    current_text = read_file(file_path) if file_path else None
+    result.file_before = current_text
+    if current_text is not None:
+        if record.get("file_created"):
+            result.file_delete = True
+        else:
+            current = _load(current_text, file_path)
+            if isinstance(current, dict):
+                text, restored = edit_file(current_text, current, config_strip_ops(record), record.get("mode"))
+                earlier = original_text(file_path, restored) if original_text and restored != current else None
+                result.file_after = earlier if earlier is not None else text
+    text, _new_doc, reemitted = patch(manifest_text, doc, strip_ops(doc, record, cindex), [])
+    result.manifest_after = text
+    result.reemitted = reemitted
+    return result

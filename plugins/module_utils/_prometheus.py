@@ -1,0 +1,182 @@
+# Copyright: poweraware.k8s contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Per-node (utilisation, power) samples from Prometheus range queries.
+
+Pure Python, no Ansible imports, Python 3.9 compatible: the HTTP call is done by the module
+(``prometheus_power_samples_info``); this file builds the request, reads the HTTP API's
+``query_range`` answers (``{"status": "success", "data": {"resultType": "matrix", "result":
+[{"metric": {...}, "values": [[<unix time>, "<value>"], ...]}]}}``) and joins the two series of each
+node on their evaluation timestamps.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import re
+
+__all__ = [
+    "MAX_POINTS",
+    "PrometheusError",
+    "join_samples",
+    "parse_duration",
+    "parse_matrix",
+    "parse_time",
+    "query_range_params",
+]
+
+# Prometheus refuses range queries with more than 11,000 points per series.
+MAX_POINTS = 11000
+
+_DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+
+
+class PrometheusError(ValueError):
+    """Bad options or an answer that cannot be used; the message says what and how to fix it."""
+
+
+def parse_duration(value, name):
+    """Seconds in a Prometheus duration (``5m``, ``1h30m``, ``2d``) or a plain number of seconds."""
+    if isinstance(value, bool):
+        raise PrometheusError("%s: expected a duration like '5m' or a number of seconds, got %r" % (name, value))
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    else:
+        text = str(value).strip()
+        try:
+            seconds = float(text)
+        except ValueError:
+            parts = _DURATION_PART.findall(text)
+            if not parts or "".join(n + u for n, u in parts) != text:
+                raise PrometheusError(
+                    "%s: %r is not a duration; use Prometheus units like '30s', '5m', '1h30m', '2d'" % (name, value)
+                ) from None
+            seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in parts)
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise PrometheusError("%s: must be a positive duration, got %r" % (name, value))
+    return seconds
+
+
+def parse_time(value, name):
+    """Unix seconds from a number, a numeric string or an RFC 3339 timestamp."""
+    if isinstance(value, bool):
+        raise PrometheusError("%s: expected a unix time or an RFC 3339 timestamp, got %r" % (name, value))
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    else:
+        text = str(value).strip()
+        seconds = _parse_number(text)
+        if seconds is None:
+            parsed = _parse_rfc3339(text, name, value)
+            if parsed.tzinfo is None:
+                raise PrometheusError("%s: %r has no time zone; add Z or an offset like +01:00" % (name, value))
+            seconds = parsed.timestamp()
+    if not math.isfinite(seconds) or seconds < 0:
+        raise PrometheusError("%s: must be a time after 1970, got %r" % (name, value))
+    return seconds
+
+
+def _parse_number(text):
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _parse_rfc3339(text, name, value):
+    try:
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise PrometheusError(
+            "%s: %r is neither a unix time nor an RFC 3339 timestamp (e.g. 2026-01-01T00:00:00Z)" % (name, value)
+        ) from None
+
+
+def query_range_params(query, start, end, step):
+    """Form parameters of ``/api/v1/query_range``; validates the window up front."""
+    if not isinstance(query, str) or not query.strip():
+        raise PrometheusError("query: must be a non-empty PromQL expression")
+    if end <= start:
+        raise PrometheusError("the window is empty: start %s is not before end %s" % (start, end))
+    points = int((end - start) // step) + 1
+    if points > MAX_POINTS:
+        raise PrometheusError(
+            "the window has %d points per series at step %gs; Prometheus allows %d. Use a larger step "
+            "or a shorter window" % (points, step, MAX_POINTS)
+        )
+    return {"query": query, "start": _fmt(start), "end": _fmt(end), "step": _fmt(step)}
+
+
+def _fmt(seconds):
+    return ("%.3f" % seconds).rstrip("0").rstrip(".")
+
+
+def parse_matrix(answer, node_label, what):
+    """``{node: {timestamp: value}}`` from a query_range answer; one series per node required."""
+    if not isinstance(answer, dict):
+        raise PrometheusError("%s: the answer is not a JSON object; is the URL a Prometheus server?" % what)
+    if answer.get("status") != "success":
+        raise PrometheusError(
+            "%s: Prometheus answered %s: %s"
+            % (what, answer.get("errorType", "an error"), answer.get("error", "no message"))
+        )
+    data = answer.get("data") or {}
+    if data.get("resultType") != "matrix":
+        raise PrometheusError(
+            "%s: expected a range vector (matrix), got %r; the expression must return an instant vector"
+            % (what, data.get("resultType"))
+        )
+    series = {}
+    unlabelled = 0
+    for item in data.get("result") or []:
+        labels = item.get("metric") or {}
+        node = labels.get(node_label)
+        if not node:
+            unlabelled += 1
+            continue
+        if node in series:
+            raise PrometheusError(
+                "%s: the expression returns more than one series for %s=%r; aggregate it per node, "
+                "e.g. sum by (%s) (...)" % (what, node_label, node, node_label)
+            )
+        points = {}
+        for pair in item.get("values") or []:
+            try:
+                stamp, value = float(pair[0]), float(pair[1])
+            except (TypeError, ValueError, IndexError):
+                raise PrometheusError("%s: malformed sample %r for node %r" % (what, pair, node)) from None
+            points[stamp] = value
+        series[node] = points
+    if unlabelled and not series:
+        raise PrometheusError(
+            "%s: %d series but none has the label %r; keep it in the expression (e.g. avg by (%s) (...))"
+            % (what, unlabelled, node_label, node_label)
+        )
+    return series
+
+
+def join_samples(util_series, power_series):
+    """Pair utilisation and power of each node at equal timestamps.
+
+    Returns ``(samples, dropped)``: ``samples`` maps node -> list of ``{"time", "util", "watts"}``
+    sorted by time; ``dropped`` maps node -> number of points left out (no partner at that
+    timestamp, utilisation outside 0..100 beyond rounding, negative or non-finite power).
+    Utilisation within 0.5 of the bounds is clamped (counters sampled a hair apart).
+    """
+    samples = {}
+    dropped = {}
+    for node in sorted(set(util_series) | set(power_series)):
+        util = util_series.get(node, {})
+        power = power_series.get(node, {})
+        kept = []
+        lost = len(set(util) ^ set(power))
+        for stamp in sorted(set(util) & set(power)):
+            u, w = util[stamp], power[stamp]
+            if not (math.isfinite(u) and math.isfinite(w)) or w < 0 or u < -0.5 or u > 100.5:
+                lost += 1
+                continue
+            kept.append({"time": stamp, "util": min(max(u, 0.0), 100.0), "watts": w})
+        samples[node] = kept
+        dropped[node] = lost
+    return samples, dropped

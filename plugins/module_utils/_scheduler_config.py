@@ -1,0 +1,490 @@
+# Copyright: poweraware.k8s contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""kube-scheduler configuration for scheduler extenders, for every Kubernetes release 1.19+.
+
+Pure logic, no Ansible import; Python 3.9 compatible (runs on the managed node).
+
+* ``SERVED`` is the table of ``kubescheduler.config.k8s.io`` versions each release serves
+  (docs/scheduler-extender.md and DESIGN.md section 2); ``select_api_version`` picks the newest.
+* ``normalize_extenders`` validates the user's extender list up front and returns every
+  problem at once, each with what to change.
+* ``render_extender`` writes one extender in the schema of a KubeSchedulerConfiguration
+  (v1beta1 .. v1: ``enableHTTPS``, ``httpTimeout`` as a duration string) or of the legacy
+  ``Policy`` file (1.19 - 1.22: ``enableHttps``, ``httpTimeout`` in nanoseconds).
+* ``merge_extenders`` / ``remove_extenders`` edit the ``extenders`` list of an existing
+  document in place of entries with the same ``urlPrefix`` and keep everything else
+  (profiles, plugins, other extenders) untouched.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+
+GROUP = "kubescheduler.config.k8s.io"
+KIND = "KubeSchedulerConfiguration"
+POLICY_KIND = "Policy"
+POLICY_API_VERSION = "v1"
+
+OLDEST_SUPPORTED_MINOR = 19
+NEWEST_KNOWN_MINOR = 36
+LAST_POLICY_MINOR = 22
+
+
+def _served_table():
+    table = {18: ("v1alpha2", "v1alpha1")}
+    for minor in range(19, 22):
+        table[minor] = ("v1beta1",)
+    table[22] = ("v1beta2", "v1beta1")
+    for minor in (23, 24):
+        table[minor] = ("v1beta3", "v1beta2")
+    for minor in (25, 26, 27):
+        table[minor] = ("v1", "v1beta3", "v1beta2")
+    table[28] = ("v1", "v1beta3")
+    for minor in range(29, NEWEST_KNOWN_MINOR + 1):
+        table[minor] = ("v1",)
+    return table
+
+
+# minor release of Kubernetes 1.x -> kubescheduler.config.k8s.io versions served, newest first
+SERVED = _served_table()
+
+
+class ConfigError(ValueError):
+    """The request cannot be served; the message says what is wrong and how to fix it."""
+
+
+def served_versions(minor):
+    """Versions served by Kubernetes 1.<minor>, newest first (releases newer than the table serve v1)."""
+    if minor in SERVED:
+        return SERVED[minor]
+    if minor > NEWEST_KNOWN_MINOR:
+        return ("v1",)
+    return ()
+
+
+def select_api_version(version, legacy_policy=False):
+    """Return ``(api_version, warnings)`` for a ``(major, minor, patch)`` release.
+
+    ``api_version`` is ``'kubescheduler.config.k8s.io/<v>'`` or ``'v1'`` for the legacy Policy.
+    Raises ConfigError for releases this module cannot configure.
+    """
+    major, minor, _patch = version
+    warnings = []
+    if major != 1:
+        raise ConfigError(
+            "Kubernetes %d.%d is not a release this module knows; it supports 1.%d to 1.%d "
+            "(pass kubernetes_version if the detected version is wrong)"
+            % (major, minor, OLDEST_SUPPORTED_MINOR, NEWEST_KNOWN_MINOR)
+        )
+    if minor < OLDEST_SUPPORTED_MINOR:
+        hint = ""
+        if minor < 10:
+            hint = " (an unquoted 1.30 in YAML is the number 1.3: quote kubernetes_version)"
+        raise ConfigError(
+            "Kubernetes 1.%d is not supported%s: its kube-scheduler serves only %s of %s (no beta or GA "
+            "configuration API with extenders); supported releases are 1.%d to 1.%d. Upgrade the control "
+            "plane first, or configure the extender by hand with a Policy file."
+            % (
+                minor,
+                hint,
+                ", ".join(served_versions(minor)) or "no version",
+                GROUP,
+                OLDEST_SUPPORTED_MINOR,
+                NEWEST_KNOWN_MINOR,
+            )
+        )
+    if legacy_policy:
+        if minor > LAST_POLICY_MINOR:
+            raise ConfigError(
+                "legacy_policy was requested but Kubernetes 1.%d removed the scheduler Policy API (last "
+                "release with it: 1.%d); drop legacy_policy to write a %s %s"
+                % (minor, LAST_POLICY_MINOR, KIND, GROUP + "/" + served_versions(minor)[0])
+            )
+        return POLICY_API_VERSION, warnings
+    if minor > NEWEST_KNOWN_MINOR:
+        warnings.append(
+            "Kubernetes 1.%d is newer than the newest release this module was verified against (1.%d); "
+            "assuming it serves %s/v1" % (minor, NEWEST_KNOWN_MINOR, GROUP)
+        )
+    return "%s/%s" % (GROUP, served_versions(minor)[0]), warnings
+
+
+# --- durations --------------------------------------------------------------------------------
+
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|\u00b5s|ms|s|m|h)")
+_UNIT_NS = {"ns": 1, "us": 1000, "\u00b5s": 1000, "ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9}
+
+
+def duration_to_ns(text):
+    """Parse a Go duration string ('5s', '1m30s', '750ms') into nanoseconds; raises ValueError."""
+    if not isinstance(text, str) or not text:
+        raise ValueError("empty duration")
+    pos, total = 0, 0.0
+    while pos < len(text):
+        match = _DURATION_PART.match(text, pos)
+        if not match:
+            raise ValueError("not a Go duration: %r" % (text,))
+        total += float(match.group(1)) * _UNIT_NS[match.group(2)]
+        pos = match.end()
+    return int(round(total))
+
+
+# --- extender input ---------------------------------------------------------------------------
+
+_URL_RE = re.compile(
+    r"^(?P<scheme>https?)://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::(?P<port>[0-9]{1,5}))?(?P<path>/[^\s?#]*)?$"
+)
+_VERB_RE = re.compile(r"^[A-Za-z0-9._~-]+(?:/[A-Za-z0-9._~-]+)*$")
+_QUALIFIED_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_QUALIFIED_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_CLUSTER_DNS_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\.[a-z0-9]([-a-z0-9]*[a-z0-9])?\.svc(\.[a-z0-9.-]+)?\.?$")
+
+EXTENDER_KEYS = (
+    "url_prefix",
+    "filter_verb",
+    "prioritize_verb",
+    "preempt_verb",
+    "bind_verb",
+    "weight",
+    "enable_https",
+    "http_timeout",
+    "node_cache_capable",
+    "ignorable",
+    "managed_resources",
+    "tls",
+)
+TLS_KEYS = ("cert_file", "key_file", "ca_file", "insecure", "server_name")
+
+
+def _is_extended_resource_name(name):
+    """kube-scheduler's rule: a qualified name with a domain prefix outside kubernetes.io."""
+    if not isinstance(name, str) or name.count("/") != 1:
+        return False
+    prefix, local = name.split("/")
+    if not prefix or len(prefix) > 253 or not _QUALIFIED_PREFIX.match(prefix):
+        return False
+    if prefix == "kubernetes.io" or prefix.endswith(".kubernetes.io") or prefix == "requests":
+        return False
+    return bool(local) and len(local) <= 63 and bool(_QUALIFIED_NAME.match(local))
+
+
+def url_host(url_prefix):
+    match = _URL_RE.match(url_prefix or "")
+    return match.group("host") if match else None
+
+
+def is_cluster_dns_name(host):
+    """True for Service DNS names (<svc>.<ns>.svc, <svc>.<ns>.svc.cluster.local)."""
+    return bool(host) and bool(_CLUSTER_DNS_RE.match(host.lower()))
+
+
+def normalize_extenders(extenders):
+    """Validate the user's extenders and return ``(normalized, errors)``.
+
+    ``normalized`` is a list of dicts with every key of EXTENDER_KEYS; ``errors`` lists every
+    problem found (all of them, not just the first), each with the fix.
+    """
+    errors = []
+    result = []
+    if not isinstance(extenders, list) or not extenders:
+        return [], ["extenders must be a non-empty list of extender definitions (each needs at least url_prefix)"]
+    seen = set()
+    binders = 0
+    for index, raw in enumerate(extenders):
+        where = "extenders[%d]" % index
+        if not isinstance(raw, dict):
+            errors.append("%s must be a dictionary, got %r" % (where, raw))
+            continue
+        unknown = sorted(set(raw) - set(EXTENDER_KEYS))
+        if unknown:
+            errors.append(
+                "%s has unknown keys %s; allowed keys: %s" % (where, ", ".join(unknown), ", ".join(EXTENDER_KEYS))
+            )
+        ext = {key: raw.get(key) for key in EXTENDER_KEYS}
+        url = ext["url_prefix"]
+        match = _URL_RE.match(url) if isinstance(url, str) else None
+        if not match:
+            errors.append(
+                "%s.url_prefix must be an http:// or https:// URL such as "
+                "'https://tas-service.telemetry-aware-scheduling.svc.cluster.local:9001', got %r" % (where, url)
+            )
+        else:
+            if match.group("port") and not 0 < int(match.group("port")) < 65536:
+                errors.append("%s.url_prefix has an invalid port: %r" % (where, url))
+            if url in seen:
+                errors.append("%s.url_prefix %r is listed twice; each extender needs its own urlPrefix" % (where, url))
+            seen.add(url)
+            scheme_https = match.group("scheme") == "https"
+            if ext["enable_https"] is None:
+                ext["enable_https"] = scheme_https
+            elif bool(ext["enable_https"]) != scheme_https:
+                errors.append(
+                    "%s.enable_https is %s but url_prefix uses %s://; make them agree (kube-scheduler builds the "
+                    "URL from enableHTTPS, not from the scheme)" % (where, ext["enable_https"], match.group("scheme"))
+                )
+        for verb in ("filter_verb", "prioritize_verb", "preempt_verb", "bind_verb"):
+            value = ext[verb]
+            if value in (None, ""):
+                ext[verb] = None
+            elif not isinstance(value, str) or not _VERB_RE.match(value):
+                errors.append("%s.%s must be a URL path such as 'scheduler/filter', got %r" % (where, verb, value))
+        if not (ext["filter_verb"] or ext["prioritize_verb"] or ext["bind_verb"] or ext["preempt_verb"]):
+            errors.append("%s needs at least one of filter_verb, prioritize_verb, preempt_verb, bind_verb" % where)
+        if ext["bind_verb"]:
+            binders += 1
+        weight = ext["weight"]
+        if weight is None:
+            ext["weight"] = 1
+        elif isinstance(weight, bool) or not isinstance(weight, int) or weight <= 0:
+            errors.append(
+                "%s.weight must be a positive integer (kube-scheduler rejects 0 and negatives), got %r"
+                % (where, weight)
+            )
+        timeout = ext["http_timeout"]
+        if timeout in (None, ""):
+            ext["http_timeout"] = None
+        else:
+            try:
+                if duration_to_ns(timeout) <= 0:
+                    raise ValueError("not positive")
+            except (TypeError, ValueError):
+                errors.append(
+                    "%s.http_timeout must be a positive Go duration string such as '5s', '750ms' or '1m', got %r"
+                    % (where, timeout)
+                )
+        for flag in ("node_cache_capable", "ignorable"):
+            value = ext[flag]
+            if value is None:
+                ext[flag] = False
+            elif not isinstance(value, bool):
+                errors.append("%s.%s must be true or false, got %r" % (where, flag, value))
+        resources = ext["managed_resources"] or []
+        norm_resources = []
+        if not isinstance(resources, list):
+            errors.append("%s.managed_resources must be a list of {name, ignored_by_scheduler}" % where)
+            resources = []
+        for rindex, res in enumerate(resources):
+            rwhere = "%s.managed_resources[%d]" % (where, rindex)
+            if isinstance(res, str):
+                res = {"name": res}
+            if not isinstance(res, dict) or set(res) - {"name", "ignored_by_scheduler"}:
+                errors.append("%s must be a dictionary with keys name and ignored_by_scheduler" % rwhere)
+                continue
+            name = res.get("name")
+            if not _is_extended_resource_name(name):
+                errors.append(
+                    "%s.name %r is not an extended resource name: use <domain>/<name> outside kubernetes.io, "
+                    "for example 'telemetry/scheduling'" % (rwhere, name)
+                )
+            ignored = res.get("ignored_by_scheduler", False)
+            if not isinstance(ignored, bool):
+                errors.append("%s.ignored_by_scheduler must be true or false, got %r" % (rwhere, ignored))
+            norm_resources.append({"name": name, "ignored_by_scheduler": bool(ignored)})
+        ext["managed_resources"] = norm_resources
+        tls = ext["tls"] or {}
+        if not isinstance(tls, dict):
+            errors.append("%s.tls must be a dictionary with keys %s" % (where, ", ".join(TLS_KEYS)))
+            tls = {}
+        unknown = sorted(set(tls) - set(TLS_KEYS))
+        if unknown:
+            errors.append(
+                "%s.tls has unknown keys %s; allowed keys: %s" % (where, ", ".join(unknown), ", ".join(TLS_KEYS))
+            )
+        norm_tls = {key: tls.get(key) for key in TLS_KEYS}
+        for key in ("cert_file", "key_file", "ca_file"):
+            value = norm_tls[key]
+            if value in (None, ""):
+                norm_tls[key] = None
+            elif not isinstance(value, str) or not value.startswith("/") or "\n" in value:
+                errors.append(
+                    "%s.tls.%s must be an absolute path on the control-plane node, got %r" % (where, key, value)
+                )
+        if bool(norm_tls["cert_file"]) != bool(norm_tls["key_file"]):
+            errors.append(
+                "%s.tls needs both cert_file and key_file (a client certificate and its key) or neither" % where
+            )
+        if norm_tls["insecure"] is None:
+            norm_tls["insecure"] = False
+        elif not isinstance(norm_tls["insecure"], bool):
+            errors.append("%s.tls.insecure must be true or false" % where)
+        if norm_tls["server_name"] in ("",):
+            norm_tls["server_name"] = None
+        if any(norm_tls[key] for key in TLS_KEYS) and ext["enable_https"] is False:
+            errors.append("%s.tls is set but the extender is not https; use an https:// url_prefix" % where)
+        ext["tls"] = norm_tls if any(norm_tls[key] for key in TLS_KEYS) else None
+        result.append(ext)
+    if binders > 1:
+        errors.append("only one extender may set bind_verb (kube-scheduler allows a single binder)")
+    return result, errors
+
+
+def tls_directories(extenders):
+    """Directories holding the extenders' TLS files, sorted, without duplicates."""
+    dirs = set()
+    for ext in extenders:
+        for key in ("cert_file", "key_file", "ca_file"):
+            path = (ext.get("tls") or {}).get(key)
+            if path:
+                dirs.add(path.rstrip("/").rsplit("/", 1)[0] or "/")
+    return sorted(dirs)
+
+
+# --- rendering --------------------------------------------------------------------------------
+
+
+def render_extender(ext, policy=False):
+    """One extender entry in KubeSchedulerConfiguration form (or legacy Policy form)."""
+    out = {"urlPrefix": ext["url_prefix"]}
+    if ext.get("filter_verb"):
+        out["filterVerb"] = ext["filter_verb"]
+    if ext.get("preempt_verb"):
+        out["preemptVerb"] = ext["preempt_verb"]
+    if ext.get("prioritize_verb"):
+        out["prioritizeVerb"] = ext["prioritize_verb"]
+    out["weight"] = ext.get("weight") or 1
+    if ext.get("bind_verb"):
+        out["bindVerb"] = ext["bind_verb"]
+    out["enableHttps" if policy else "enableHTTPS"] = bool(ext.get("enable_https"))
+    tls = ext.get("tls")
+    if tls:
+        tls_out = {}
+        if tls.get("insecure"):
+            tls_out["insecure"] = True
+        if tls.get("server_name"):
+            tls_out["serverName"] = tls["server_name"]
+        for key, name in (("cert_file", "certFile"), ("key_file", "keyFile"), ("ca_file", "caFile")):
+            if tls.get(key):
+                tls_out[name] = tls[key]
+        out["tlsConfig"] = tls_out
+    if ext.get("http_timeout"):
+        out["httpTimeout"] = duration_to_ns(ext["http_timeout"]) if policy else ext["http_timeout"]
+    if ext.get("node_cache_capable"):
+        out["nodeCacheCapable"] = True
+    if ext.get("managed_resources"):
+        out["managedResources"] = [
+            {"name": r["name"], "ignoredByScheduler": bool(r["ignored_by_scheduler"])} for r in ext["managed_resources"]
+        ]
+    out["ignorable"] = bool(ext.get("ignorable"))
+    return out
+
+
+def _norm_entry(entry):
+    """Compare extender entries the way kube-scheduler decodes them (defaults dropped, case-insensitive keys)."""
+    if not isinstance(entry, dict):
+        return entry
+    out = {}
+    for key, value in entry.items():
+        k = str(key).lower()
+        if isinstance(value, dict):
+            value = _norm_entry(value)
+        elif isinstance(value, list):
+            value = [_norm_entry(v) for v in value]
+        if value in (None, False, "", 0, [], {}) and k != "weight":
+            continue
+        if k == "ignoredbyscheduler" and value is False:
+            continue
+        out[k] = value
+    if out.get("weight") in (None, 0):
+        out["weight"] = 1
+    return out
+
+
+def entries_equal(a, b):
+    return _norm_entry(a) == _norm_entry(b)
+
+
+def new_config(api_version, entries, kubeconfig=None):
+    """A fresh KubeSchedulerConfiguration holding only our extenders (and the client kubeconfig)."""
+    doc = {"apiVersion": api_version, "kind": KIND}
+    if kubeconfig:
+        # kube-scheduler before 1.23 ignores --kubeconfig when --config is given, so the
+        # file must carry it (newer releases apply the flag on top; the value is the same).
+        doc["clientConnection"] = {"kubeconfig": kubeconfig}
+    doc["extenders"] = copy.deepcopy(list(entries))
+    return doc
+
+
+def new_policy(entries):
+    return {"kind": POLICY_KIND, "apiVersion": POLICY_API_VERSION, "extenders": copy.deepcopy(list(entries))}
+
+
+def check_existing_document(doc, minor, policy, path):
+    """Errors for an existing config/policy file we are asked to merge into."""
+    if not isinstance(doc, dict):
+        return ["%s does not hold a YAML/JSON mapping; fix or remove the file (or the flag that points to it)" % path]
+    errors = []
+    if policy:
+        if doc.get("kind", POLICY_KIND) != POLICY_KIND:
+            errors.append("%s has kind %r, expected Policy" % (path, doc.get("kind")))
+    else:
+        if doc.get("kind") != KIND:
+            errors.append("%s has kind %r, expected %s" % (path, doc.get("kind"), KIND))
+        api_version = doc.get("apiVersion", "")
+        group, _sep, version = str(api_version).partition("/")
+        served = served_versions(minor)
+        if group != GROUP or version not in served:
+            errors.append(
+                "%s uses apiVersion %r, which kube-scheduler 1.%d does not serve (it serves %s); migrate the file "
+                "to %s/%s first"
+                % (path, api_version, minor, ", ".join(GROUP + "/" + v for v in served), GROUP, served[0])
+            )
+    extenders = doc.get("extenders")
+    if extenders is not None and not isinstance(extenders, list):
+        errors.append("%s: extenders must be a list" % path)
+    return errors
+
+
+def merge_extenders(doc, entries):
+    """Return ``(new_doc, replaced)``: ``entries`` merged by urlPrefix into ``doc['extenders']``.
+
+    An equal entry with the same urlPrefix is left where it is; a different one is taken out
+    (``replaced`` maps its urlPrefix to it, for a later restore) and ours is appended, as are
+    entries that were missing. Everything else in the document is kept as it was.
+    """
+    new = copy.deepcopy(doc)
+    current = list(new.get("extenders") or [])
+    existing = {e.get("urlPrefix"): e for e in current if isinstance(e, dict)}
+    replaced = {}
+    for entry in entries:
+        url = entry["urlPrefix"]
+        if url in existing and entries_equal(existing[url], entry):
+            continue
+        if url in existing:
+            replaced[url] = existing[url]
+            current = [e for e in current if not (isinstance(e, dict) and e.get("urlPrefix") == url)]
+        current.append(copy.deepcopy(entry))
+    if current:
+        new["extenders"] = current
+    return new, replaced
+
+
+def remove_extenders(doc, url_prefixes, restore=None):
+    """Remove our extenders (by urlPrefix) and append the entries they had replaced."""
+    new = copy.deepcopy(doc)
+    current = [
+        e for e in new.get("extenders") or [] if not (isinstance(e, dict) and e.get("urlPrefix") in url_prefixes)
+    ]
+    current += [copy.deepcopy(entry) for entry in (restore or {}).values()]
+    if current:
+        new["extenders"] = current
+    else:
+        new.pop("extenders", None)
+    return new
+
+
+def _url_key(entry):
+    return str(entry.get("urlPrefix")) if isinstance(entry, dict) else ""
+
+
+def same_content(a, b):
+    """Equal documents, ignoring the order of extenders (restoring an entry appends it)."""
+
+    def canonical(doc):
+        if not isinstance(doc, dict) or not isinstance(doc.get("extenders"), list):
+            return doc
+        out = dict(doc)
+        out["extenders"] = sorted(doc["extenders"], key=_url_key)
+        return out
+
+    return canonical(a) == canonical(b)

@@ -1,0 +1,266 @@
+# Copyright: poweraware.k8s contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Validation of Telemetry Aware Scheduling policies (``TASPolicy``, telemetry.intel.com/v1alpha1).
+
+Pure logic, no Ansible imports, Python 3.9 compatible.
+
+The rules are those of the upstream CRD's openAPI schema (intel/platform-aware-scheduling,
+``deploy/tas-policy-crd.yaml``) plus what the TAS extender itself needs to make sense of a policy:
+
+* ``spec.strategies`` is a non-empty mapping from a strategy TAS implements (``scheduleonmetric``,
+  ``dontschedule``, ``deschedule``, ``labeling``) to ``{policyName, logicalOperator, rules}``;
+* ``logicalOperator`` is ``allOf`` or ``anyOf``;
+* every rule has a ``metricname`` matching ``^[a-zA-Z0-9_-]+$`` and an ``operator`` out of
+  ``Equals``, ``LessThan``, ``GreaterThan``; ``target`` is an int64 (not a float, not a string,
+  not a boolean); ``labels`` is a list of strings;
+* ``scheduleonmetric`` ranks nodes by its first rule only and only ``LessThan`` (lowest first) or
+  ``GreaterThan`` (highest first) define an order, so it takes exactly one such rule;
+* the filtering strategies compare against ``target``, so they need one;
+* ``labeling`` rules carry ``key=value`` labels.
+
+Metric names are the names the custom metrics API serves, not Prometheus series names: the usual
+Prometheus Adapter rule (``matches: ^node_(.*)``) strips ``node_``, so the series
+``node_package_power_avg`` is the metric ``package_power_avg``. A rule naming a metric that still
+carries the stripped prefix never matches anything in TAS, so it is reported with the served name.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "API_VERSION",
+    "KIND",
+    "LOGICAL_OPERATORS",
+    "OPERATORS",
+    "STRATEGIES",
+    "adapter_metric_name",
+    "validate_policy",
+    "validate_spec",
+]
+
+API_VERSION = "telemetry.intel.com/v1alpha1"
+KIND = "TASPolicy"
+STRATEGIES = ("scheduleonmetric", "dontschedule", "deschedule", "labeling")
+OPERATORS = ("Equals", "LessThan", "GreaterThan")
+ORDERING_OPERATORS = ("LessThan", "GreaterThan")
+LOGICAL_OPERATORS = ("allOf", "anyOf")
+RULE_KEYS = ("metricname", "operator", "target", "labels")
+STRATEGY_KEYS = ("policyName", "logicalOperator", "rules")
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+_METRIC_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# Kubernetes label value: empty, or up to 63 alphanumerics with -_. inside.
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+
+
+def adapter_metric_name(series, prefix="node_"):
+    """Return the name the Prometheus Adapter serves for the Prometheus ``series``.
+
+    The adapter rule ``name: {matches: ^node_(.*)}`` serves the first capture group, so
+    ``node_package_power_avg`` becomes ``package_power_avg``. Series without the prefix are
+    served unchanged.
+    """
+    if not isinstance(series, str) or not series:
+        raise ValueError("series must be a non-empty string, got %r" % (series,))
+    if prefix and series.startswith(prefix) and len(series) > len(prefix):
+        return series[len(prefix) :]
+    return series
+
+
+def _type_name(value):
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    if isinstance(value, dict):
+        return "mapping"
+    return type(value).__name__
+
+
+def _check_metric(where, name, known_metrics, stripped_prefix, errors):
+    if not isinstance(name, str) or not name:
+        errors.append("%s.metricname must be a non-empty string, got %s" % (where, _type_name(name)))
+        return
+    if not _METRIC_NAME.match(name):
+        errors.append(
+            "%s.metricname %r is not a valid metric name: the CRD allows only letters, digits, '_' and '-'"
+            " (pattern ^[a-zA-Z0-9_-]+$)" % (where, name)
+        )
+        return
+    if stripped_prefix and name.startswith(stripped_prefix) and len(name) > len(stripped_prefix):
+        errors.append(
+            "%s.metricname %r is a Prometheus series name: the Prometheus Adapter strips %r, so"
+            " custom.metrics.k8s.io serves it as %r; use that name"
+            % (where, name, stripped_prefix, adapter_metric_name(name, stripped_prefix))
+        )
+        return
+    if known_metrics and name not in known_metrics:
+        errors.append(
+            "%s.metricname %r is not served by the metrics adapter (known metrics: %s)"
+            % (where, name, ", ".join(sorted(known_metrics)))
+        )
+
+
+def _check_target(where, rule, required, errors):
+    if "target" not in rule or rule["target"] is None:
+        if required:
+            errors.append("%s.target is required for this strategy (an integer to compare the metric with)" % where)
+        return
+    target = rule["target"]
+    if isinstance(target, bool) or not isinstance(target, int):
+        errors.append(
+            "%s.target must be an integer (the CRD declares int64), got %s %r" % (where, _type_name(target), target)
+        )
+    elif not INT64_MIN <= target <= INT64_MAX:
+        errors.append("%s.target %d is outside the int64 range" % (where, target))
+
+
+def _check_labels(where, strategy, rule, errors):
+    if "labels" not in rule or rule["labels"] is None:
+        if strategy == "labeling":
+            errors.append("%s.labels is required for the labeling strategy (a list of key=value strings)" % where)
+        return
+    labels = rule["labels"]
+    if not isinstance(labels, (list, tuple)):
+        errors.append("%s.labels must be a list of strings, got %s" % (where, _type_name(labels)))
+        return
+    for index, label in enumerate(labels):
+        if not isinstance(label, str):
+            errors.append("%s.labels[%d] must be a string, got %s" % (where, index, _type_name(label)))
+            continue
+        if strategy != "labeling":
+            continue
+        key, sep, value = label.partition("=")
+        if not sep or not _LABEL_NAME.match(key) or len(key) > 63 or len(value) > 63 or not _LABEL_VALUE.match(value):
+            errors.append(
+                "%s.labels[%d] %r must be key=value with a valid Kubernetes label name and value"
+                % (where, index, label)
+            )
+
+
+def _check_rule(where, strategy, rule, known_metrics, stripped_prefix, errors):
+    if not isinstance(rule, dict):
+        errors.append("%s must be a mapping, got %s" % (where, _type_name(rule)))
+        return
+    for key in sorted(set(rule) - set(RULE_KEYS), key=str):
+        errors.append("%s has unknown field %r (allowed: %s)" % (where, key, ", ".join(RULE_KEYS)))
+    if "metricname" not in rule:
+        errors.append("%s.metricname is required" % where)
+    else:
+        _check_metric(where, rule["metricname"], known_metrics, stripped_prefix, errors)
+    operator = rule.get("operator")
+    if "operator" not in rule:
+        errors.append("%s.operator is required (one of %s)" % (where, "|".join(OPERATORS)))
+    elif operator not in OPERATORS:
+        errors.append("%s.operator %r is not one of %s" % (where, operator, "|".join(OPERATORS)))
+    elif strategy == "scheduleonmetric" and operator not in ORDERING_OPERATORS:
+        errors.append(
+            "%s.operator %r cannot rank nodes: scheduleonmetric takes LessThan (lowest first) or"
+            " GreaterThan (highest first)" % (where, operator)
+        )
+    _check_target(where, rule, strategy != "scheduleonmetric", errors)
+    _check_labels(where, strategy, rule, errors)
+
+
+def _check_strategy(name, strategy, known_metrics, stripped_prefix, errors):
+    where = "spec.strategies.%s" % name
+    if name not in STRATEGIES:
+        errors.append("%s: unknown strategy %r (TAS implements %s)" % (where, name, ", ".join(STRATEGIES)))
+        return
+    if not isinstance(strategy, dict):
+        errors.append("%s must be a mapping with rules, got %s" % (where, _type_name(strategy)))
+        return
+    for key in sorted(set(strategy) - set(STRATEGY_KEYS), key=str):
+        errors.append("%s has unknown field %r (allowed: %s)" % (where, key, ", ".join(STRATEGY_KEYS)))
+    if "policyName" in strategy and not isinstance(strategy["policyName"], str):
+        errors.append("%s.policyName must be a string, got %s" % (where, _type_name(strategy["policyName"])))
+    if "logicalOperator" in strategy and strategy["logicalOperator"] not in LOGICAL_OPERATORS:
+        errors.append(
+            "%s.logicalOperator %r is not one of %s" % (where, strategy["logicalOperator"], "|".join(LOGICAL_OPERATORS))
+        )
+    rules = strategy.get("rules")
+    if rules is None:
+        errors.append("%s.rules is required (a non-empty list)" % where)
+        return
+    if not isinstance(rules, (list, tuple)):
+        errors.append("%s.rules must be a list, got %s" % (where, _type_name(rules)))
+        return
+    if not rules:
+        errors.append("%s.rules is empty: a strategy without rules does nothing" % where)
+        return
+    if name == "scheduleonmetric" and len(rules) != 1:
+        errors.append("%s.rules has %d rules: scheduleonmetric ranks nodes by exactly one rule" % (where, len(rules)))
+    for index, rule in enumerate(rules):
+        _check_rule("%s.rules[%d]" % (where, index), name, rule, known_metrics, stripped_prefix, errors)
+
+
+def validate_spec(spec, known_metrics=None, stripped_prefix="node_"):
+    """Return the list of problems with a TASPolicy ``spec`` (empty when it is valid)."""
+    errors = []
+    known = frozenset(known_metrics or ())
+    if not isinstance(spec, dict):
+        return ["spec must be a mapping, got %s" % _type_name(spec)]
+    for key in sorted(set(spec) - {"strategies"}, key=str):
+        errors.append("spec has unknown field %r (allowed: strategies)" % (key,))
+    strategies = spec.get("strategies")
+    if strategies is None:
+        errors.append("spec.strategies is required")
+    elif not isinstance(strategies, dict):
+        errors.append("spec.strategies must be a mapping of strategy name to strategy, got %s" % _type_name(strategies))
+    elif not strategies:
+        errors.append("spec.strategies is empty: give at least one of %s" % ", ".join(STRATEGIES))
+    else:
+        for name in sorted(strategies, key=str):
+            _check_strategy(name, strategies[name], known, stripped_prefix, errors)
+    return errors
+
+
+def validate_policy(policy, known_metrics=None, stripped_prefix="node_"):
+    """Return the list of problems with a whole TASPolicy object (empty when it is valid).
+
+    ``known_metrics``: when given, every ``metricname`` must be one of these served names.
+    ``stripped_prefix``: the prefix the metrics adapter removes from series names (``node_``);
+    empty to disable that check.
+    """
+    if not isinstance(policy, dict):
+        return ["a TASPolicy must be a mapping, got %s" % _type_name(policy)]
+    errors = []
+    if policy.get("apiVersion") != API_VERSION:
+        errors.append("apiVersion must be %r, got %r" % (API_VERSION, policy.get("apiVersion")))
+    if policy.get("kind") != KIND:
+        errors.append("kind must be %r, got %r" % (KIND, policy.get("kind")))
+    metadata = policy.get("metadata")
+    if not isinstance(metadata, dict):
+        errors.append("metadata must be a mapping with name and namespace")
+    else:
+        name = metadata.get("name")
+        if not isinstance(name, str) or len(name) > 253 or not _DNS1123_SUBDOMAIN.match(name):
+            errors.append("metadata.name %r is not a valid Kubernetes object name (DNS-1123 subdomain)" % (name,))
+        elif len(name) > 63:
+            errors.append(
+                "metadata.name %r is longer than 63 characters: pods opt in with the label"
+                " telemetry-policy=<name>, and label values are at most 63 characters" % (name,)
+            )
+        namespace = metadata.get("namespace")
+        if namespace is not None and (
+            not isinstance(namespace, str) or len(namespace) > 63 or not _DNS1123_LABEL.match(namespace)
+        ):
+            errors.append("metadata.namespace %r is not a valid namespace name (DNS-1123 label)" % (namespace,))
+    if "spec" not in policy:
+        errors.append("spec is required")
+    else:
+        errors.extend(validate_spec(policy["spec"], known_metrics, stripped_prefix))
+    return errors

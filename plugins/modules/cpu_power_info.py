@@ -1,0 +1,186 @@
+#!/usr/bin/python
+# Copyright: poweraware.k8s contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: cpu_power_info
+short_description: Gather CPU frequency scaling, EPP and RAPL facts from sysfs
+version_added: 0.1.0
+description:
+  - Reports the cpufreq scaling driver and the intel_pstate / amd_pstate mode, the available
+    governors and EPP values, per-CPU cpuinfo minimum / maximum / base frequency, online and
+    offline CPUs, the cpufreq policies and the CPUs that share them, CPU groups with identical
+    limits (hybrid P/E cores), and the RAPL package zones (name, package, TDP, whether
+    C(energy_uj) is readable).
+  - Works on a machine without cpufreq; RV(cpu_power.cpufreq_available) is then V(false) and
+    RV(cpu_power.messages) says why nothing can be applied.
+  - Reads only; never writes sysfs.
+author:
+  - poweraware.k8s contributors (@poweraware)
+extends_documentation_fragment:
+  - poweraware.k8s.attributes
+  - poweraware.k8s.attributes.facts
+attributes:
+  check_mode:
+    support: full
+    details: Read-only; runs the same in check mode.
+  diff_mode:
+    support: N/A
+    details: Read-only; there is never anything to diff.
+  idempotent:
+    support: full
+  facts:
+    support: full
+options:
+  sysfs_root:
+    description:
+      - Where sysfs is mounted. Tests and the lab point this at a fake tree.
+    type: path
+    default: /sys
+notes:
+  - C(energy_uj) is readable by root only since Linux 5.10 (CVE-2020-8694);
+    the C(energy_readable) flag of each zone in RV(cpu_power.rapl) tells whether this run could read it.
+seealso:
+  - module: poweraware.k8s.cpu_power_profile
+"""
+
+EXAMPLES = r"""
+- name: Gather CPU power facts
+  poweraware.k8s.cpu_power_info:
+
+- name: Show the driver and the per-policy limits
+  ansible.builtin.debug:
+    msg: "{{ ansible_facts.poweraware_cpu_power.driver }}: {{ ansible_facts.poweraware_cpu_power.policies }}"
+
+- name: Stop here on machines without cpufreq
+  ansible.builtin.assert:
+    that: ansible_facts.poweraware_cpu_power.cpufreq_available
+    fail_msg: "{{ ansible_facts.poweraware_cpu_power.messages | join('; ') }}"
+"""
+
+RETURN = r"""
+cpu_power:
+  description: The CPU power facts, also set as the fact C(poweraware_cpu_power).
+  returned: always
+  type: dict
+  contains:
+    cpufreq_available:
+      description: Whether any online CPU has a cpufreq policy.
+      type: bool
+      sample: true
+    driver:
+      description:
+        - The scaling driver (V(intel_pstate), V(intel_cpufreq), V(acpi-cpufreq), V(amd-pstate-epp), ...).
+        - Null without cpufreq.
+      type: str
+      sample: intel_pstate
+    intel_pstate_status:
+      description: Content of C(intel_pstate/status) (V(active), V(passive), V(off)), null if absent.
+      type: str
+      sample: active
+    amd_pstate_status:
+      description: Content of C(amd_pstate/status), null if absent.
+      type: str
+      sample: null
+    hwp:
+      description: Whether intel_pstate runs with HWP (null for other drivers).
+      type: bool
+      sample: true
+    epp_supported:
+      description: Whether the policies expose C(energy_performance_preference).
+      type: bool
+      sample: true
+    epp_refused_under_performance:
+      description:
+        - Whether the driver refuses an EPP other than V(performance) under the performance governor (active mode).
+      type: bool
+      sample: true
+    present:
+      description: Present CPUs (CPU list string).
+      type: str
+      sample: "0-7"
+    online:
+      description: Online CPUs.
+      type: str
+      sample: "0-5"
+    offline:
+      description: Present but offline CPUs.
+      type: str
+      sample: "6-7"
+    available_governors:
+      description: Union of the policies' available governors.
+      type: list
+      elements: str
+      sample: [performance, powersave]
+    available_epp:
+      description: Available EPP strings.
+      type: list
+      elements: str
+      sample: [default, performance, balance_performance, balance_power, power]
+    policies:
+      description: One entry per cpufreq policy with its CPUs, limits (MHz) and current values.
+      type: list
+      elements: dict
+      sample:
+        - name: policy0
+          cpus: "0"
+          online_cpus: "0"
+          shared: false
+          cpuinfo_min_mhz: 800
+          cpuinfo_max_mhz: 3900
+          base_mhz: 2100
+          scaling_min_mhz: 800
+          scaling_max_mhz: 3900
+          governor: powersave
+          available_governors: [performance, powersave]
+          epp: balance_performance
+          epp_raw: balance_performance
+          available_epp: [default, performance, balance_performance, balance_power, power]
+    cpus:
+      description: Per-CPU entries keyed by CPU number (as a string).
+      type: dict
+      sample: {"0": {online: true, policy: policy0, cpuinfo_min_mhz: 800, cpuinfo_max_mhz: 3900, base_mhz: 2100}}
+    limit_groups:
+      description: Online CPUs grouped by identical cpuinfo limits (P-cores and E-cores on hybrid CPUs).
+      type: list
+      elements: dict
+      sample: [{cpus: [0, 1, 2, 3], cpulist: "0-3", cpuinfo_min_mhz: 800, cpuinfo_max_mhz: 5000, base_mhz: 2500}]
+    rapl:
+      description: RAPL package zones (C(psys) is listed under C(skipped)).
+      type: dict
+      sample:
+        available: true
+        zones: [{zone: "intel-rapl:0", name: package-0, package: 0, die: null, tdp_w: 125.0,
+                 max_energy_range_uj: 262143328850, energy_readable: true}]
+        skipped: [{zone: "intel-rapl:1", name: psys}]
+    messages:
+      description: Human-readable notes (no cpufreq, offline CPUs).
+      type: list
+      elements: str
+      sample: ["CPUs 6-7 are offline and are skipped by cpu_power_profile"]
+"""
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.poweraware.k8s.plugins.module_utils._cpufreq import (  # noqa: E402
+    PowerError,
+    SysfsAccessor,
+    gather_info,
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(sysfs_root=dict(type="path", default="/sys")),
+        supports_check_mode=True,
+    )
+    try:
+        info = gather_info(SysfsAccessor(module.params["sysfs_root"]))
+    except (PowerError, OSError, ValueError) as exc:
+        module.fail_json(msg=f"cannot read CPU power information under {module.params['sysfs_root']}: {exc}")
+    module.exit_json(changed=False, cpu_power=info, ansible_facts={"poweraware_cpu_power": info})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,262 @@
+"""collectd python plugin: RAPL package power and TDP per CPU package.
+
+Reads the powercap sysfs interface (Documentation/power/powercap/powercap.rst) and dispatches,
+for every package zone, two gauges of collectd type ``power`` (watts):
+
+* ``rapl/<zone>/power-package``: average package power since the previous read,
+* ``rapl/<zone>/power-tdp``: the zone's TDP, ``constraint_0_max_power_uw``.
+
+write_prometheus exports them as ``collectd_rapl_power{rapl="<zone>",type="package"|"tdp"}``.
+
+It fixes the known defects of the upstream power demo's plugin:
+
+* packages are found by RAPL zone *name* (``package-N`` or ``package-N-die-M``), not by NUMA
+  node id (NUMA nodes and packages are not the same thing: sub-NUMA clustering, CPU-less nodes);
+* ``psys`` (platform) zones and anything that is not a package are skipped, as are the
+  ``intel-rapl-mmio`` duplicates of the package zones;
+* the energy counter wraps at ``max_energy_range_uj``: the delta across a wrap is
+  ``energy + (max_energy_range_uj - previous)``;
+* the first read of a zone is only a baseline: no power is reported until a second read;
+* elapsed time comes from a monotonic clock, so wall-clock jumps do not produce bogus power;
+* ``energy_uj`` is readable by root only since Linux 5.10 (CVE-2020-8694); when it cannot be
+  read the plugin logs one clear error per zone naming the file and the privilege it needs
+  (root or CAP_DAC_READ_SEARCH) instead of failing silently.
+
+The measurement logic (``RaplReader``, ``energy_delta_uj``, ``discover_package_zones``) does not
+import collectd, so it is unit-tested directly. The module must stay compatible with the Python
+that collectd embeds (Debian 12: 3.11) and with Python 3.9.
+
+collectd configuration::
+
+    <Plugin python>
+      ModulePath "/path/to/dir/with/this/file"
+      Import "rapl_power"
+      <Module rapl_power>
+        SysfsRoot "/sys/class/powercap"   # optional, for tests
+      </Module>
+    </Plugin>
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import time
+
+PLUGIN_NAME = "rapl"
+DEFAULT_SYSFS_ROOT = "/sys/class/powercap"
+
+# Top-level RAPL control zones only: "intel-rapl:0", not sub-zones ("intel-rapl:0:1", core/uncore/
+# dram) and not the MMIO interface ("intel-rapl-mmio:0"), which reports the same package again.
+_ZONE_DIR = re.compile(r"^intel-rapl:(\d+)$")
+_PACKAGE_NAME = re.compile(r"^package-(\d+)(?:-die-(\d+))?$")
+
+PRIVILEGE_HINT = (
+    "energy_uj is readable by root only since Linux 5.10 (CVE-2020-8694): run collectd as root or "
+    "grant the container the CAP_DAC_READ_SEARCH capability"
+)
+
+
+class PackageZone:
+    """One RAPL package zone (a package, or one die of a multi-die package)."""
+
+    __slots__ = ("name", "path", "package", "die")
+
+    def __init__(self, name, path, package, die=None):
+        self.name = name
+        self.path = path
+        self.package = package
+        self.die = die
+
+    def __repr__(self):
+        return "PackageZone(%r, %r)" % (self.name, self.path)
+
+
+class Sample:
+    """What one read produced for one zone. ``power_w`` is None for a baseline read."""
+
+    __slots__ = ("zone", "power_w", "tdp_w")
+
+    def __init__(self, zone, power_w, tdp_w):
+        self.zone = zone
+        self.power_w = power_w
+        self.tdp_w = tdp_w
+
+    def __repr__(self):
+        return "Sample(%r, power_w=%r, tdp_w=%r)" % (self.zone, self.power_w, self.tdp_w)
+
+
+def _read_text(path):
+    with open(path) as handle:
+        return handle.read().strip()
+
+
+def discover_package_zones(root, read_text=_read_text):
+    """Package zones under ``root``, by zone name, sorted by (package, die).
+
+    Zones whose ``name`` cannot be read are ignored; ``psys`` and other non-package zones are
+    skipped by name.
+    """
+    zones = []
+    try:
+        entries = os.listdir(root)
+    except OSError:
+        return zones
+    for entry in entries:
+        if not _ZONE_DIR.match(entry):
+            continue
+        path = os.path.join(root, entry)
+        try:
+            name = read_text(os.path.join(path, "name"))
+        except OSError:
+            continue
+        match = _PACKAGE_NAME.match(name)
+        if not match:
+            continue  # psys, or anything that is not a package
+        die = int(match.group(2)) if match.group(2) is not None else None
+        zones.append(PackageZone(name, path, int(match.group(1)), die))
+    zones.sort(key=lambda z: (z.package, -1 if z.die is None else z.die))
+    return zones
+
+
+def energy_delta_uj(previous, current, max_range):
+    """Energy used between two counter reads, allowing for one wrap at ``max_range``.
+
+    Returns None when the delta cannot be known: the counter went backwards and the range is
+    unknown (0), or the values make no sense (outside the range).
+    """
+    if current >= previous:
+        return current - previous
+    if max_range <= 0 or previous > max_range:
+        return None
+    return (max_range - previous) + current
+
+
+class RaplReader:
+    """Stateful reader: keeps the previous (energy, time) per zone and turns deltas into watts."""
+
+    def __init__(self, root=DEFAULT_SYSFS_ROOT, clock=time.monotonic, log=None, read_text=_read_text):
+        self.root = root
+        self.clock = clock
+        self.log = log or (lambda level, message: None)
+        self.read_text = read_text
+        self._previous = {}  # zone path -> (energy_uj, timestamp)
+        self._unreadable = set()  # zone paths whose energy_uj could not be read (logged once)
+        self._zones = None
+
+    def zones(self):
+        if self._zones is None:
+            self._zones = discover_package_zones(self.root, self.read_text)
+            if self._zones:
+                self.log(
+                    "info", "RAPL package zones under %s: %s" % (self.root, ", ".join(z.name for z in self._zones))
+                )
+            else:
+                self.log("warning", "no RAPL package zones under %s (is the intel_rapl driver loaded?)" % self.root)
+        return self._zones
+
+    def _read_int(self, path):
+        return int(self.read_text(path))
+
+    def _energy(self, zone):
+        path = os.path.join(zone.path, "energy_uj")
+        try:
+            value = self._read_int(path)
+        except OSError as exc:
+            if zone.path not in self._unreadable:
+                self._unreadable.add(zone.path)
+                if exc.errno in (errno.EACCES, errno.EPERM):
+                    self.log("error", "cannot read %s (%s): %s" % (path, os.strerror(exc.errno), PRIVILEGE_HINT))
+                else:
+                    self.log("error", "cannot read %s: %s" % (path, exc))
+            self._previous.pop(zone.path, None)
+            return None
+        except ValueError:
+            self.log("error", "unexpected content in %s" % path)
+            self._previous.pop(zone.path, None)
+            return None
+        if zone.path in self._unreadable:
+            self._unreadable.discard(zone.path)
+            self.log("info", "%s is readable again" % path)
+        return value
+
+    def _optional_int(self, path):
+        try:
+            return self._read_int(path)
+        except (OSError, ValueError):
+            return None
+
+    def read(self):
+        """One pass over all package zones; returns a list of Sample."""
+        samples = []
+        for zone in self.zones():
+            tdp_uw = self._optional_int(os.path.join(zone.path, "constraint_0_max_power_uw"))
+            tdp_w = tdp_uw / 1e6 if tdp_uw else None
+            energy = self._energy(zone)
+            now = self.clock()
+            if energy is None:
+                samples.append(Sample(zone.name, None, tdp_w))
+                continue
+            power_w = None
+            previous = self._previous.get(zone.path)
+            self._previous[zone.path] = (energy, now)
+            if previous is not None:
+                prev_energy, prev_time = previous
+                elapsed = now - prev_time
+                max_range = self._optional_int(os.path.join(zone.path, "max_energy_range_uj")) or 0
+                delta = energy_delta_uj(prev_energy, energy, max_range)
+                if delta is None:
+                    self.log(
+                        "warning", "%s: energy counter went backwards without a known range; new baseline" % zone.name
+                    )
+                elif elapsed > 0:
+                    power_w = delta / 1e6 / elapsed
+            samples.append(Sample(zone.name, power_w, tdp_w))
+        return samples
+
+
+# --- collectd glue: only runs inside collectd's python plugin ---------------------------------
+try:  # pragma: no cover - exercised by tests/integration/test_collectd_rapl.py with real collectd
+    import collectd  # type: ignore[import-not-found]
+except ImportError:  # imported by the unit tests
+    collectd = None
+
+_state = {"root": DEFAULT_SYSFS_ROOT, "reader": None}
+
+
+def _collectd_log(level, message):
+    getattr(collectd, level)("%s plugin: %s" % (PLUGIN_NAME, message))
+
+
+def _configure(config):
+    for child in config.children:
+        key = child.key.lower()
+        if key == "sysfsroot" and child.values:
+            _state["root"] = str(child.values[0])
+        else:
+            collectd.warning("%s plugin: unknown option %s" % (PLUGIN_NAME, child.key))
+
+
+def _init():
+    _state["reader"] = RaplReader(_state["root"], log=_collectd_log)
+
+
+def _dispatch(zone, type_instance, value):
+    collectd.Values(
+        plugin=PLUGIN_NAME, plugin_instance=zone, type="power", type_instance=type_instance, values=[value]
+    ).dispatch()
+
+
+def _read():
+    for sample in _state["reader"].read():
+        if sample.power_w is not None:
+            _dispatch(sample.zone, "package", sample.power_w)
+        if sample.tdp_w is not None:
+            _dispatch(sample.zone, "tdp", sample.tdp_w)
+
+
+if collectd is not None:  # pragma: no cover
+    collectd.register_config(_configure)
+    collectd.register_init(_init)
+    collectd.register_read(_read)

@@ -1,0 +1,62 @@
+#!/usr/bin/env python
+# Copyright: poweraware.k8s contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Re-apply the poweraware.k8s CPU power profiles at boot (installed by the cpu_power role).
+
+Usage: cpu_power_apply.py CONFIG_JSON
+
+The configuration is written by the role: sysfs_root, state_file, tolerance_mhz, reserved_cpus
+and the assignments ({pool, profile, cpus, min_mhz, max_mhz, governor, epp}). The same library
+as the Ansible modules does the work, so the same validation, ordering, read-back and rollback
+apply. Exit status 1 if any assignment failed (each failure is printed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from ansible_collections.poweraware.k8s.plugins.module_utils._cpufreq import (  # noqa: E402
+    PowerError,
+    Request,
+    SysfsAccessor,
+    apply_profile,
+)
+
+
+def main(argv):
+    if len(argv) != 2:
+        sys.stderr.write("usage: cpu_power_apply.py CONFIG_JSON\n")
+        return 2
+    with open(argv[1]) as handle:
+        config = json.load(handle)
+    acc = SysfsAccessor(config["sysfs_root"])
+    status = 0
+    for item in config.get("assignments", []):
+        try:
+            request = Request(
+                cpus=item["cpus"],
+                reserved_cpus=config.get("reserved_cpus", []),
+                min_mhz=item.get("min_mhz"),
+                max_mhz=item.get("max_mhz"),
+                governor=item.get("governor"),
+                epp=item.get("epp"),
+            )
+            result = apply_profile(
+                acc, request, state_file=config["state_file"], tolerance_mhz=int(config.get("tolerance_mhz", 100))
+            )
+        except (PowerError, OSError) as exc:
+            sys.stderr.write(f"{item.get('pool')}: {exc}\n")
+            status = 1
+            continue
+        skipped = f", offline skipped: {result['skipped_offline']}" if result["skipped_offline"] else ""
+        state = "changed" if result["changed"] else "unchanged"
+        sys.stdout.write(f"{item.get('pool')} ({item.get('profile')}): CPUs {result['cpus']} {state}{skipped}\n")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,134 @@
+"""Integration-test fixtures: one local Kubernetes lab for the whole session (docs/lab.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import ssl
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from lab import assets, cluster  # noqa: E402 - needs the repository root on sys.path
+
+
+@dataclasses.dataclass(frozen=True)
+class LabHandle:
+    """A running lab, as the ``lab`` fixture hands it to tests. This interface is kept stable.
+
+    Attributes:
+        kubeconfig: admin kubeconfig (user ``kubernetes-admin``, group ``system:masters``).
+        api_url: ``https://127.0.0.1:<port>`` of kube-apiserver.
+        ca_cert, ca_key: the cluster CA (PEM files): sign serving/client certificates with it.
+        bin_dir: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok.
+        state_dir: the lab's state directory (``.cache/lab`` unless ``POWERAWARE_LAB_DIR``).
+        control_plane_node: name of the tainted control-plane node (``lab-control-plane``).
+        worker_nodes: names of the worker nodes (``lab-worker-1`` ...).
+        inventory: ``inventory/lab`` of this checkout.
+        scheduler_manifest: kube-scheduler's static-pod manifest in the control-plane node root;
+            ``lab/static_pods.py`` restarts the scheduler within about a second of a content change.
+        k8s_version: version of the control plane, e.g. ``v1.36.3``.
+
+    Methods:
+        node_root(name): the node's fake root (``sys/`` from lab/fake_sysfs.py, ``etc/``).
+        api_client(): a ``kubernetes.client.ApiClient`` for the admin kubeconfig.
+        scheduler_healthy(): whether ``https://127.0.0.1:<scheduler port>/healthz`` answers ok.
+        wait_scheduler_healthy(timeout): wait for that, raising ``TimeoutError``.
+        static_pods_status(): the runner's status (pods by manifest file: pids, sha256, state, error).
+    """
+
+    kubeconfig: pathlib.Path
+    api_url: str
+    ca_cert: pathlib.Path
+    ca_key: pathlib.Path
+    bin_dir: pathlib.Path
+    state_dir: pathlib.Path
+    control_plane_node: str
+    worker_nodes: list[str]
+    inventory: pathlib.Path
+    scheduler_manifest: pathlib.Path
+    k8s_version: str
+    scheduler_port: int
+
+    def node_root(self, name: str) -> pathlib.Path:
+        if name != self.control_plane_node and name not in self.worker_nodes:
+            raise KeyError(f"no lab node {name!r}")
+        return self.state_dir / "nodes" / name
+
+    def api_client(self):
+        from kubernetes import client, config
+
+        configuration = client.Configuration()
+        config.load_kube_config(config_file=str(self.kubeconfig), client_configuration=configuration)
+        return client.ApiClient(configuration)
+
+    def scheduler_healthy(self) -> bool:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE  # the scheduler's serving certificate is self-signed, as on kubeadm
+        try:
+            url = f"https://127.0.0.1:{self.scheduler_port}/healthz"
+            with urllib.request.urlopen(url, context=context, timeout=2) as resp:
+                return resp.status == 200 and resp.read() == b"ok"
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def wait_scheduler_healthy(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.scheduler_healthy():
+                return
+            time.sleep(0.5)
+        raise TimeoutError(f"kube-scheduler not healthy within {timeout:.0f} s; see {self.state_dir}/logs")
+
+    def static_pods_status(self) -> dict:
+        return json.loads((self.state_dir / "static-pods.json").read_text())
+
+
+def handle_for(lab: cluster.Lab) -> LabHandle:
+    paths, config = lab.paths, lab.config
+    return LabHandle(
+        kubeconfig=paths.kubeconfig,
+        api_url=config.api_url,
+        ca_cert=paths.pki / "ca.crt",
+        ca_key=paths.pki / "ca.key",
+        bin_dir=paths.bin,
+        state_dir=paths.state_dir,
+        control_plane_node=config.control_plane,
+        worker_nodes=config.worker_names,
+        inventory=REPO_ROOT / "inventory" / "lab",
+        scheduler_manifest=paths.node_root(config.control_plane) / "etc/kubernetes/manifests/kube-scheduler.yaml",
+        k8s_version=assets.kubernetes_version(),
+        scheduler_port=config.port("scheduler"),
+    )
+
+
+@pytest.fixture(scope="session")
+def lab() -> LabHandle:
+    """The local lab: started once (binaries built on first use), or a running healthy one reused.
+
+    Test sessions register as users of the lab; the last session to finish stops a lab that test
+    sessions started, so parallel sessions can share it. A lab started with `make lab` is left
+    running. ``POWERAWARE_LAB_DIR`` selects another state directory and
+    ``POWERAWARE_LAB_PORT_OFFSET`` moves its ports (for a lab beside a running one).
+    """
+    state_dir = pathlib.Path(os.environ.get("POWERAWARE_LAB_DIR", cluster.DEFAULT_STATE_DIR))
+    port_offset = int(os.environ.get("POWERAWARE_LAB_PORT_OFFSET", "0"))
+    instance = cluster.Lab(cluster.LabConfig(state_dir=state_dir, port_offset=port_offset))
+    try:
+        instance.acquire(build=True)
+    except (cluster.LabError, assets.AssetsError) as exc:
+        pytest.fail(f"the lab did not start: {exc}", pytrace=False)
+    try:
+        yield handle_for(instance)
+    finally:
+        instance.release()

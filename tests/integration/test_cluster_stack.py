@@ -1,0 +1,325 @@
+"""The scheduling half of the cluster stack against the lab: roles nfd, tas, tas_policy, power_demo.
+
+playbooks/cluster_stack.yml runs with the tags of these roles only, so the tests do not depend on the
+telemetry roles (test_site.py converges everything). The real kube-apiserver judges every object;
+kwok nodes run the pods (Running without containers). Checked here: objects accepted and ready,
+NFD workers on every worker and nowhere else, the TAS certificates (chain, names, usages, 0600
+keys, not re-issued on a re-run), the extender's placement for the cluster's version, RBAC that is
+as narrow as claimed (SubjectAccessReview), the policy as parameterised, bad policies refused before
+anything is applied, the demo's HPA, idempotence and check mode.
+"""
+
+from __future__ import annotations
+
+import stat
+
+import pytest
+from ansible_run import REPO_ROOT, run_playbook
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+# Each test may wait for whole playbook runs (the site fixture runs three).
+pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.timeout(1800)]
+
+PLAYBOOK = REPO_ROOT / "playbooks" / "cluster_stack.yml"
+TAGS = ["nfd", "tas", "tas_policy"]
+NFD_NS = "node-feature-discovery"
+TAS_NS = "telemetry-aware-scheduling"
+POLICY = "power-sensitive-scheduling-policy"
+
+
+def run(lab, tags=None, extra_vars=None, check=False):
+    return run_playbook(
+        PLAYBOOK,
+        inventory=lab.inventory / "hosts.yml",
+        tags=tags or TAGS,
+        extra_vars=extra_vars,
+        check=check,
+        env={"POWERAWARE_LAB_DIR": str(lab.state_dir)},
+        timeout=900,
+    )
+
+
+@pytest.fixture(scope="module")
+def converged(lab):
+    result = run(lab)
+    assert result.rc == 0 and result.failed == 0, result
+    return result
+
+
+@pytest.fixture(scope="module")
+def api(lab):
+    from kubernetes import client
+
+    api_client = lab.api_client()
+    return {
+        "core": client.CoreV1Api(api_client),
+        "apps": client.AppsV1Api(api_client),
+        "ext": client.ApiextensionsV1Api(api_client),
+        "custom": client.CustomObjectsApi(api_client),
+        "authz": client.AuthorizationV1Api(api_client),
+        "autoscaling": client.AutoscalingV2Api(api_client),
+        "rbac": client.RbacAuthorizationV1Api(api_client),
+    }
+
+
+def pki_dir(lab):
+    return lab.node_root(lab.control_plane_node) / "etc" / "kubernetes" / "pki" / "tas"
+
+
+def can(api, service_account, verb, resource, group="", namespace=None, subresource=None):
+    from kubernetes import client
+
+    ns, name = service_account.split("/")
+    review = client.V1SubjectAccessReview(
+        spec=client.V1SubjectAccessReviewSpec(
+            user=f"system:serviceaccount:{ns}:{name}",
+            groups=["system:serviceaccounts", f"system:serviceaccounts:{ns}", "system:authenticated"],
+            resource_attributes=client.V1ResourceAttributes(
+                verb=verb, group=group, resource=resource, namespace=namespace, subresource=subresource
+            ),
+        )
+    )
+    return api["authz"].create_subject_access_review(review).status.allowed
+
+
+# --- NFD -------------------------------------------------------------------------------------------
+def test_nfd_crds_established(converged, api):
+    for name in ("nodefeatures", "nodefeaturegroups", "nodefeaturerules"):
+        crd = api["ext"].read_custom_resource_definition(f"{name}.nfd.k8s-sigs.io")
+        conditions = {c.type: c.status for c in crd.status.conditions}
+        assert conditions.get("Established") == "True", name
+
+
+def test_nfd_master_available(converged, api):
+    deployment = api["apps"].read_namespaced_deployment("nfd-master", NFD_NS)
+    assert deployment.status.available_replicas == 1
+    assert deployment.spec.template.spec.containers[0].image == "registry.k8s.io/nfd/node-feature-discovery:v0.17.3"
+
+
+def test_nfd_worker_on_every_worker_and_not_on_the_control_plane(converged, api, lab):
+    pods = api["core"].list_namespaced_pod(NFD_NS, label_selector="app.kubernetes.io/component=worker").items
+    assert sorted(p.spec.node_name for p in pods) == sorted(lab.worker_nodes)
+    assert all(p.status.phase == "Running" for p in pods), [(p.metadata.name, p.status.phase) for p in pods]
+    ds = api["apps"].read_namespaced_daemon_set("nfd-worker", NFD_NS)
+    assert ds.status.number_ready == ds.status.desired_number_scheduled == len(lab.worker_nodes)
+
+
+def test_nfd_power_rule_accepted(converged, api):
+    rule = api["custom"].get_cluster_custom_object(
+        "nfd.k8s-sigs.io", "v1alpha1", "nodefeaturerules", "poweraware-power-features"
+    )
+    labels = [label for r in rule["spec"]["rules"] for label in r["labels"]]
+    assert labels == [
+        "feature.node.kubernetes.io/poweraware-rapl",
+        "feature.node.kubernetes.io/poweraware-pstate-active",
+    ]
+
+
+def test_nfd_rbac_is_narrow(converged, api):
+    worker, master = f"{NFD_NS}/nfd-worker", f"{NFD_NS}/nfd-master"
+    assert can(api, worker, "create", "nodefeatures", "nfd.k8s-sigs.io", NFD_NS)
+    assert not can(api, worker, "create", "nodefeatures", "nfd.k8s-sigs.io", "default")
+    assert not can(api, worker, "patch", "nodes")
+    assert not can(api, worker, "list", "secrets", namespace=NFD_NS)
+    assert can(api, master, "patch", "nodes")
+    assert can(api, master, "watch", "nodefeaturerules", "nfd.k8s-sigs.io")
+    assert not can(api, master, "delete", "nodes")
+    assert not can(api, master, "create", "nodefeatures", "nfd.k8s-sigs.io", NFD_NS)
+    assert not can(api, master, "get", "secrets", namespace=NFD_NS)
+
+
+# --- TAS -------------------------------------------------------------------------------------------
+def test_tas_certificates(converged, lab):
+    pki = pki_dir(lab)
+    for key in ("ca.key", "tls.key", "client.key"):
+        assert stat.S_IMODE((pki / key).stat().st_mode) == 0o600, key
+    ca = x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes())
+    server = x509.load_pem_x509_certificate((pki / "tls.crt").read_bytes())
+    client_cert = x509.load_pem_x509_certificate((pki / "client.crt").read_bytes())
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    for cert in (server, client_cert):
+        assert cert.issuer == ca.subject
+        ca.public_key().verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(cert.signature_hash_algorithm))
+        assert not cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    sans = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+        x509.DNSName
+    )
+    assert f"tas-service.{TAS_NS}.svc" in sans and f"tas-service.{TAS_NS}.svc.cluster.local" in sans
+    server_eku = server.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    client_eku = client_cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert list(server_eku) == [ExtendedKeyUsageOID.SERVER_AUTH]
+    assert list(client_eku) == [ExtendedKeyUsageOID.CLIENT_AUTH]
+
+
+def test_tas_secret_holds_the_files(converged, api, lab):
+    import base64
+
+    secret = api["core"].read_namespaced_secret("tas-tls", TAS_NS)
+    assert secret.type == "kubernetes.io/tls"
+    for key, name in (("tls.crt", "tls.crt"), ("tls.key", "tls.key"), ("ca.crt", "ca.crt")):
+        assert base64.b64decode(secret.data[key]) == (pki_dir(lab) / name).read_bytes(), key
+
+
+def test_tas_deployment_on_the_control_plane(converged, api, lab):
+    deployment = api["apps"].read_namespaced_deployment("telemetry-aware-scheduling", TAS_NS)
+    assert deployment.status.available_replicas == 1
+    spec = deployment.spec.template.spec
+    container = spec.containers[0]
+    assert container.image == "docker.io/intel/telemetry-aware-scheduling:0.7.0"
+    args = container.command
+    assert args[0] == "/extender" and "--port=9001" in args and "--cacert=/tas/cert/ca.crt" in args
+    assert any(a.startswith("--syncPeriod=") for a in args)
+    # The lab runs Kubernetes >= 1.24: the control-plane label, not the old master one.
+    assert lab.k8s_version.startswith("v1.")
+    assert [t.key for t in spec.tolerations] == ["node-role.kubernetes.io/control-plane"]
+    term = spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution.node_selector_terms[0]
+    assert term.match_expressions[0].key == "node-role.kubernetes.io/control-plane"
+    pods = api["core"].list_namespaced_pod(TAS_NS, label_selector="app.kubernetes.io/name=telemetry-aware-scheduling")
+    assert [p.spec.node_name for p in pods.items] == [lab.control_plane_node]
+
+
+def test_tas_service(converged, api):
+    service = api["core"].read_namespaced_service("tas-service", TAS_NS)
+    assert [(p.port, p.target_port) for p in service.spec.ports] == [(9001, "https")]
+
+
+def test_tas_rbac_is_narrow(converged, api):
+    sa = f"{TAS_NS}/telemetry-aware-scheduling"
+    assert can(api, sa, "list", "taspolicies", "telemetry.intel.com", "default")
+    assert can(api, sa, "update", "taspolicies", "telemetry.intel.com", "default", subresource="status")
+    assert can(api, sa, "get", "nodes", "custom.metrics.k8s.io")
+    assert can(api, sa, "patch", "nodes")
+    assert can(api, sa, "list", "pods", namespace="default")
+    assert not can(api, sa, "update", "taspolicies", "telemetry.intel.com", "default")
+    assert not can(api, sa, "delete", "nodes")
+    assert not can(api, sa, "delete", "pods", namespace="default")
+    assert not can(api, sa, "get", "secrets", namespace=TAS_NS)
+
+
+def test_taspolicy_crd_is_the_upstream_schema(converged, api):
+    crd = api["ext"].read_custom_resource_definition("taspolicies.telemetry.intel.com")
+    crd = api["ext"].api_client.sanitize_for_serialization(crd)
+    (version,) = crd["spec"]["versions"]
+    assert version["name"] == "v1alpha1" and version["subresources"] == {"status": {}}
+    strategy = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["strategies"]
+    rule = strategy["additionalProperties"]["properties"]["rules"]["items"]
+    assert rule["properties"]["operator"]["enum"] == ["Equals", "LessThan", "GreaterThan"]
+    assert rule["properties"]["metricname"]["pattern"] == "^[a-zA-Z0-9_-]+$"
+    assert rule["properties"]["target"] == {"type": "integer", "format": "int64"}
+
+
+# --- TAS policy ------------------------------------------------------------------------------------
+def test_power_policy_present(converged, api):
+    policy = api["custom"].get_namespaced_custom_object(
+        "telemetry.intel.com", "v1alpha1", "default", "taspolicies", POLICY
+    )
+    assert policy["spec"]["strategies"] == {
+        "dontschedule": {"rules": [{"metricname": "package_power_avg", "operator": "GreaterThan", "target": 60}]},
+        "scheduleonmetric": {"rules": [{"metricname": "package_power_avg", "operator": "LessThan"}]},
+    }
+
+
+@pytest.mark.parametrize(
+    ("extra_vars", "message"),
+    [
+        ({"tas_policy_metric": "node_package_power_avg"}, "custom.metrics.k8s.io serves it as 'package_power_avg'"),
+        ({"tas_policy_dontschedule_operator": "GreaterThen"}, "operator 'GreaterThen' is not one of"),
+        ({"tas_policy_metric": "package/power"}, "is not a valid metric name"),
+        (
+            {
+                "tas_policy_extra_strategies": {
+                    "deschedule": {
+                        "rules": [{"metricname": "package_power_avg", "operator": "GreaterThan", "target": "80"}]
+                    }
+                }
+            },
+            "target must be an integer",
+        ),
+        ({"tas_policy_extra_strategies": {"dont-schedule": {"rules": []}}}, "unknown strategy 'dont-schedule'"),
+    ],
+    ids=["node-prefix", "operator", "metric-chars", "string-target", "strategy-name"],
+)
+def test_bad_policy_rejected_before_apply(converged, api, lab, extra_vars, message):
+    from kubernetes.client.rest import ApiException
+
+    name = "bad-policy"
+    result = run(lab, tags=["tas_policy"], extra_vars={"tas_policy_name": name, **extra_vars})
+    assert result.rc != 0 and result.failed == 1, result
+    assert "is invalid and was not applied" in result.stdout and message in result.stdout, result
+    assert "TASK [poweraware.k8s.tas_policy : Apply the TAS policy]" not in result.stdout, result
+    with pytest.raises(ApiException) as err:
+        api["custom"].get_namespaced_custom_object("telemetry.intel.com", "v1alpha1", "default", "taspolicies", name)
+    assert err.value.status == 404
+
+
+def test_policy_parameters_reach_the_object(converged, api, lab):
+    name = "param-policy"
+    try:
+        result = run(
+            lab,
+            tags=["tas_policy"],
+            extra_vars={
+                "tas_policy_name": name,
+                "tas_policy_max_tdp_percent": 75,
+                "tas_policy_deschedule_enabled": True,
+            },
+        )
+        assert result.rc == 0, result
+        policy = api["custom"].get_namespaced_custom_object(
+            "telemetry.intel.com", "v1alpha1", "default", "taspolicies", name
+        )
+        assert policy["spec"]["strategies"]["dontschedule"]["rules"][0]["target"] == 75
+        assert policy["spec"]["strategies"]["deschedule"]["rules"][0] == {
+            "metricname": "package_power_avg",
+            "operator": "GreaterThan",
+            "target": 80,
+        }
+    finally:
+        removed = run(lab, tags=["tas_policy"], extra_vars={"tas_policy_name": name, "tas_policy_state": "absent"})
+        assert removed.rc == 0, removed
+
+
+# --- idempotence and check mode --------------------------------------------------------------------
+def test_second_run_changes_nothing(converged, lab):
+    pki = pki_dir(lab)
+    before = {p.name: p.read_bytes() for p in pki.iterdir()}
+    result = run(lab)
+    assert result.rc == 0 and result.changed == 0, result
+    assert {p.name: p.read_bytes() for p in pki.iterdir()} == before, "certificates were re-issued"
+
+
+def test_check_mode_changes_nothing(converged, lab):
+    result = run(lab, check=True)
+    assert result.rc == 0 and result.changed == 0, result
+
+
+def test_check_mode_reports_a_pending_change(converged, lab, api):
+    result = run(lab, tags=["tas_policy"], extra_vars={"tas_policy_max_tdp_percent": 61}, check=True)
+    assert result.rc == 0 and result.changed == 1, result
+    policy = api["custom"].get_namespaced_custom_object(
+        "telemetry.intel.com", "v1alpha1", "default", "taspolicies", POLICY
+    )
+    assert policy["spec"]["strategies"]["dontschedule"]["rules"][0]["target"] == 60
+
+
+# --- power demo ------------------------------------------------------------------------------------
+def test_power_demo(converged, api, lab):
+    demo = {"poweraware_enable_power_demo": True}
+    try:
+        result = run(lab, tags=["power_demo"], extra_vars=demo)
+        assert result.rc == 0 and result.changed == 1, result
+        hpa = api["autoscaling"].read_namespaced_horizontal_pod_autoscaler("power-hungry-application", "default")
+        (metric,) = hpa.spec.metrics
+        assert metric.type == "Pods" and metric.pods.metric.name == "node_package_power_per_pod"
+        assert metric.pods.target.type == "AverageValue" and metric.pods.target.average_value == "50"
+        deployment = api["apps"].read_namespaced_deployment("power-hungry-application", "default")
+        template = deployment.spec.template
+        assert template.metadata.labels["telemetry-policy"] == POLICY
+        assert template.spec.containers[0].resources.limits["telemetry/scheduling"] == "1"
+        again = run(lab, tags=["power_demo"], extra_vars=demo)
+        assert again.rc == 0 and again.changed == 0, again
+    finally:
+        removed = run(lab, tags=["power_demo"], extra_vars={**demo, "power_demo_state": "absent"})
+        assert removed.rc == 0, removed

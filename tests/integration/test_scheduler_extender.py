@@ -1,0 +1,202 @@
+"""End to end on the lab: the real kube-scheduler with the generated configuration, a loopback HTTPS
+extender, scheduling proof and rollback proof (issue 5, docs/scheduler-extender.md).
+
+1. playbooks/scheduler_extender.yml (role scheduler_extender, module kube_scheduler_extender) runs
+   against the lab's control-plane node: it issues the scheduler's client certificate from a test CA,
+   patches the static-pod manifest, waits for the restarted scheduler; a second run changes nothing.
+2. A pod requesting ``telemetry/scheduling`` is sent to the extender (mutual TLS, filter and
+   prioritize) and lands on the node the extender prefers; a pod without it is never sent.
+3. A deliberately broken configuration (a CA bundle that is not PEM: kube-scheduler exits while
+   building the extender) is rolled back: the play fails with the scheduler's log, the manifest
+   and config are back byte for byte, and the scheduler schedules again (through the extender).
+4. ``scheduler_extender_state=absent`` gives the lab its original manifest bytes back.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+import yaml
+from ansible_run import REPO_ROOT, run_playbook
+from extender_server import ExtenderServer, issue_server, make_ca
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+PLAYBOOK = REPO_ROOT / "playbooks" / "scheduler_extender.yml"
+RESOURCE = "telemetry/scheduling"
+TLS_DIR = "/etc/kubernetes/pki/scheduler-extender"
+CONFIG = "/etc/kubernetes/scheduler-extender.yaml"
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("extender-pki")
+    ca = make_ca(directory)
+    return ca, issue_server(ca, directory)
+
+
+@pytest.fixture(scope="module")
+def extender(lab, pki):
+    ca, server_pem = pki
+    server = ExtenderServer(server_pem, ca.cert, preferred_node=lab.worker_nodes[-1]).start()
+    yield server
+    server.stop()
+
+
+def _vars(lab, pki, extender, **extra):
+    ca, _server = pki
+    values = {
+        "scheduler_extender_ca_cert": str(ca.cert),
+        "scheduler_extender_ca_key": str(ca.key),
+        "scheduler_extender_extenders": [
+            {
+                "url_prefix": extender.url,
+                "filter_verb": "filter",
+                "prioritize_verb": "prioritize",
+                "weight": 5,
+                "http_timeout": "5s",
+                "managed_resources": [{"name": RESOURCE, "ignored_by_scheduler": True}],
+                "tls": {
+                    "cert_file": f"{TLS_DIR}/client.crt",
+                    "key_file": f"{TLS_DIR}/client.key",
+                    "ca_file": f"{TLS_DIR}/ca.crt",
+                },
+            }
+        ],
+    }
+    values.update(extra)
+    return values
+
+
+def _run(lab, extra_vars, **kw):
+    return run_playbook(PLAYBOOK, inventory=lab.inventory, extra_vars=extra_vars, **kw)
+
+
+@pytest.fixture(scope="module")
+def registered(lab, pki, extender):
+    lab.wait_scheduler_healthy(120)
+    original = lab.scheduler_manifest.read_bytes()
+    first = _run(lab, _vars(lab, pki, extender))
+    try:
+        yield {"original": original, "first": first}
+    finally:
+        gone = _run(lab, _vars(lab, pki, extender, scheduler_extender_state="absent"))
+        assert gone.rc == 0, gone
+        assert lab.scheduler_manifest.read_bytes() == original, "absent did not restore the lab's manifest bytes"
+        lab.wait_scheduler_healthy(120)
+
+
+def _core(lab):
+    from kubernetes import client
+
+    return client.CoreV1Api(lab.api_client())
+
+
+def _pod(name: str, telemetry: bool) -> dict:
+    resources = {"limits": {RESOURCE: "1"}} if telemetry else {"requests": {"cpu": "10m"}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"test": "scheduler-extender"}},
+        "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": resources}]},
+    }
+
+
+def _schedule(lab, telemetry: bool, timeout: float = 90.0) -> tuple[str, str]:
+    """Create a pod and wait until it is bound; return (namespace/name, node)."""
+    core = _core(lab)
+    name = f"se-{'tel' if telemetry else 'plain'}-{uuid.uuid4().hex[:6]}"
+    core.create_namespaced_pod("default", _pod(name, telemetry))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        node = core.read_namespaced_pod(name, "default").spec.node_name
+        if node:
+            return f"default/{name}", node
+        time.sleep(0.5)
+    events = core.list_namespaced_event("default", field_selector=f"involvedObject.name={name}").items
+    pytest.fail(f"pod {name} not scheduled within {timeout:.0f} s: {[e.message for e in events]}")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cleanup_pods(lab):
+    yield
+    core = _core(lab)
+    core.delete_collection_namespaced_pod("default", label_selector="test=scheduler-extender", grace_period_seconds=0)
+
+
+def test_registration_changes_and_second_run_is_idempotent(lab, pki, extender, registered):
+    first = registered["first"]
+    assert first.rc == 0 and first.failed == 0, first
+    assert first.changed > 0, first
+    manifest = yaml.safe_load(lab.scheduler_manifest.read_text())
+    command = manifest["spec"]["containers"][0]["command"]
+    assert f"--config={CONFIG}" in command
+    node_root = lab.node_root(lab.control_plane_node)
+    config = yaml.safe_load((node_root / CONFIG.lstrip("/")).read_text())
+    assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"  # lab runs 1.36
+    assert config["extenders"][0]["urlPrefix"] == extender.url
+    key = node_root / f"{TLS_DIR.lstrip('/')}/client.key"
+    assert key.stat().st_mode & 0o777 == 0o600
+    backups = list((node_root / "var/lib/poweraware/backups/kube-scheduler").iterdir())
+    assert backups and not any(p.parent == lab.scheduler_manifest.parent for p in backups)
+    assert not [p.name for p in lab.scheduler_manifest.parent.iterdir() if p.name != "kube-scheduler.yaml"]
+    second = _run(lab, _vars(lab, pki, extender))
+    assert second.rc == 0 and second.changed == 0, second
+    check = _run(lab, _vars(lab, pki, extender), check=True, diff=True)
+    assert check.rc == 0 and check.changed == 0, check
+
+
+def test_pod_with_telemetry_resource_goes_to_extender_and_preferred_node(lab, extender, registered):
+    lab.wait_scheduler_healthy(60)
+    pod, node = _schedule(lab, telemetry=True)
+    assert node == extender.preferred, f"{pod} landed on {node}, extender prefers {extender.preferred}"
+    verbs = {c.verb for c in extender.calls_for(pod)}
+    assert {"filter", "prioritize"} <= verbs or verbs == {"filter"}, extender.calls_for(pod)
+    assert "filter" in verbs
+    # mutual TLS: the scheduler presented the client certificate the role issued
+    assert all(c.client and "kube-scheduler-tas-client" in c.client for c in extender.calls_for(pod))
+    assert not extender.errors
+    print(f"PROOF scheduling: {pod} (limits {RESOURCE}: 1) -> {node}; extender calls: {extender.calls_for(pod)}")
+
+
+def test_pod_without_the_resource_is_never_sent(lab, extender, registered):
+    pod, _node = _schedule(lab, telemetry=False)
+    time.sleep(1)
+    assert extender.calls_for(pod) == []
+    assert extender.calls, "the extender saw no request at all (is the telemetry test missing?)"
+    print(f"PROOF not sent: {pod} (no {RESOURCE}) -> scheduled, extender calls for it: {extender.calls_for(pod)}")
+
+
+def test_broken_configuration_is_rolled_back(lab, pki, extender, registered):
+    node_root = lab.node_root(lab.control_plane_node)
+    broken = node_root / "etc/kubernetes/pki/broken-extender"
+    broken.mkdir(parents=True, exist_ok=True)
+    # A CA bundle that is not PEM: kube-scheduler fails while building the extender's transport and
+    # exits. (A bad client certificate would not do: client-go loads client key pairs lazily, at the
+    # first extender call, so the scheduler would start and look healthy.)
+    (broken / "ca.crt").write_text("this is not a PEM certificate\n")
+    manifest_before = lab.scheduler_manifest.read_bytes()
+    config_before = (node_root / CONFIG.lstrip("/")).read_bytes()
+    values = _vars(lab, pki, extender)
+    values["scheduler_extender_extenders"][0]["tls"]["ca_file"] = "/etc/kubernetes/pki/broken-extender/ca.crt"
+    result = _run(lab, values)
+    assert result.rc != 0 and result.failed == 1, result
+    assert "ROLLED BACK" in result.stdout, result
+    assert "healthy again" in result.stdout, result
+    assert "lines of the kube-scheduler log" in result.stdout, result
+    assert "unable to load root certificates" in result.stdout, result  # the scheduler's own error, from its log
+    assert lab.scheduler_manifest.read_bytes() == manifest_before
+    assert (node_root / CONFIG.lstrip("/")).read_bytes() == config_before
+    lab.wait_scheduler_healthy(60)
+    # and the scheduler schedules again, through the extender
+    pod, node = _schedule(lab, telemetry=True)
+    assert node == extender.preferred
+    assert extender.calls_for(pod)
+    plain, _plain_node = _schedule(lab, telemetry=False)
+    assert extender.calls_for(plain) == []
+    report = result.stdout[result.stdout.index("kube-scheduler on ") :].split("PLAY RECAP")[0]
+    print(f"PROOF rollback (play rc={result.rc}):\n{report}")
+    calls = len(extender.calls_for(pod))
+    print(f"PROOF after rollback: {pod} -> {node} via the extender ({calls} calls); {plain} not sent")

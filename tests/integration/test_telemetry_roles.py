@@ -1,0 +1,246 @@
+"""The telemetry roles (collectd, kube_state_metrics, prometheus, prometheus_adapter) against the lab.
+
+Converge, re-run (no change), check mode (no change), then look at what the real kube-apiserver
+holds: collectd on every worker, kube-state-metrics running, least-privilege RBAC, the adapter's
+TLS and APIService, the rules Prometheus gets. The prometheus role's existing mode is tested with
+and without the Prometheus Operator's CRDs.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import pathlib
+import stat
+import time
+
+import pytest
+import yaml
+from ansible_run import run_playbook
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+PLAYBOOK = REPO_ROOT / "tests" / "integration" / "playbooks" / "telemetry.yml"
+EXISTING_PLAYBOOK = REPO_ROOT / "tests" / "integration" / "playbooks" / "prometheus_existing.yml"
+RULES = REPO_ROOT / "roles" / "prometheus" / "files" / "power_rules.yml"
+NS = "monitoring"
+ADAPTER_NS = "custom-metrics"
+EXISTING_NS = "poweraware-existing-test"
+
+
+@pytest.fixture(scope="module")
+def converged(lab):
+    first = run_playbook(PLAYBOOK, inventory=lab.inventory)
+    assert first.rc == 0 and first.failed == 0, first
+    return first
+
+
+def _core(lab):
+    from kubernetes import client
+
+    return client.CoreV1Api(lab.api_client())
+
+
+def _custom(lab):
+    from kubernetes import client
+
+    return client.CustomObjectsApi(lab.api_client())
+
+
+def _wait_pods(lab, namespace, selector, count, timeout=120):
+    core = _core(lab)
+    deadline = time.monotonic() + timeout
+    pods = []
+    while time.monotonic() < deadline:
+        pods = core.list_namespaced_pod(namespace, label_selector=selector).items
+        running = [p for p in pods if p.status.phase == "Running" and p.metadata.deletion_timestamp is None]
+        if len(running) >= count:
+            return running
+        time.sleep(1)
+    raise AssertionError(f"{selector}: {[(p.metadata.name, p.spec.node_name, p.status.phase) for p in pods]}")
+
+
+def test_second_run_changes_nothing(lab, converged):
+    second = run_playbook(PLAYBOOK, inventory=lab.inventory)
+    assert second.rc == 0 and second.failed == 0, second
+    assert second.changed == 0, second
+
+
+def test_check_mode_changes_nothing(lab, converged):
+    checked = run_playbook(PLAYBOOK, inventory=lab.inventory, check=True)
+    assert checked.rc == 0 and checked.failed == 0, checked
+    assert checked.changed == 0, checked
+
+
+def test_collectd_on_every_worker(lab, converged):
+    pods = _wait_pods(lab, NS, "app.kubernetes.io/name=collectd", len(lab.worker_nodes))
+    assert sorted(p.spec.node_name for p in pods) == sorted(lab.worker_nodes)
+    spec = pods[0].spec
+    container = spec.containers[0]
+    sc = container.security_context
+    assert sc.privileged is False and sc.allow_privilege_escalation is False and sc.read_only_root_filesystem
+    assert sc.capabilities.drop == ["ALL"] and not sc.capabilities.add
+    mounts = {m.name: m for m in container.volume_mounts}
+    assert mounts["powercap"].read_only is True
+    assert spec.automount_service_account_token is False
+    cm = _core(lab).read_namespaced_config_map("collectd", NS)
+    plugin = (REPO_ROOT / "roles" / "collectd" / "files" / "rapl_power.py").read_text()
+    assert cm.data["rapl_power.py"] == plugin  # the very file the role ships
+    assert 'Import "rapl_power"' in cm.data["collectd.conf"]
+    svc = _core(lab).read_namespaced_service("collectd", NS)
+    assert svc.spec.cluster_ip == "None" and svc.spec.ports[0].port == 9103
+
+
+def test_kube_state_metrics_running_with_least_privilege(lab, converged):
+    _wait_pods(lab, NS, "app.kubernetes.io/name=kube-state-metrics", 1)
+    from kubernetes import client
+
+    rbac = client.RbacAuthorizationV1Api(lab.api_client())
+    role = rbac.read_cluster_role("poweraware:kube-state-metrics")
+    grants = {(g, r, tuple(rule.verbs)) for rule in role.rules for g in rule.api_groups for r in rule.resources}
+    assert grants == {("", "nodes", ("list", "watch")), ("", "pods", ("list", "watch"))}
+
+
+def test_prometheus_gets_the_rule_file_and_namespaced_rbac(lab, converged):
+    _wait_pods(lab, NS, "app.kubernetes.io/name=prometheus", 1)
+    core = _core(lab)
+    rules_cm = core.read_namespaced_config_map("prometheus-rules", NS)
+    assert rules_cm.data["power_rules.yml"] == RULES.read_text()  # the file the promtool tests use
+    config = yaml.safe_load(core.read_namespaced_config_map("prometheus-config", NS).data["prometheus.yml"])
+    assert [j["job_name"] for j in config["scrape_configs"]] == ["collectd", "kube-state-metrics"]
+    from kubernetes import client
+
+    rbac = client.RbacAuthorizationV1Api(lab.api_client())
+    cluster_wide = [
+        b.metadata.name
+        for b in rbac.list_cluster_role_binding().items
+        for s in b.subjects or []
+        if s.kind == "ServiceAccount" and s.name == "prometheus" and s.namespace == NS
+    ]
+    assert not cluster_wide, f"Prometheus must have no cluster-wide grants: {cluster_wide}"
+    role = rbac.read_namespaced_role("poweraware:prometheus-discovery", NS)
+    verbs = {v for rule in role.rules for v in rule.verbs}
+    assert verbs == {"get", "list", "watch"}
+
+
+def test_adapter_tls_apiservice_and_naming(lab, converged):
+    pki = lab.node_root(lab.control_plane_node) / "etc/kubernetes/pki/prometheus-adapter"
+    for key in ("ca.key", "tls.key"):
+        assert stat.S_IMODE((pki / key).stat().st_mode) == 0o600, key
+    core = _core(lab)
+    secret = core.read_namespaced_secret("prometheus-adapter-tls", ADAPTER_NS)
+    assert secret.type == "kubernetes.io/tls"
+    assert base64.b64decode(secret.data["tls.crt"]) == (pki / "tls.crt").read_bytes()
+    assert "ca.key" not in secret.data
+    api = _custom(lab).get_cluster_custom_object(
+        "apiregistration.k8s.io", "v1", "apiservices", "v1beta1.custom.metrics.k8s.io"
+    )
+    # false is the API default and is omitted from the stored object: absent or false, never true
+    assert api["spec"].get("insecureSkipTLSVerify", False) is False
+    assert base64.b64decode(api["spec"]["caBundle"]) == (pki / "ca.crt").read_bytes()
+    assert api["spec"]["service"] == {"name": "prometheus-adapter", "namespace": ADAPTER_NS, "port": 443}
+    config = yaml.safe_load(core.read_namespaced_config_map("prometheus-adapter", ADAPTER_NS).data["config.yaml"])
+    node_rule = config["rules"][0]
+    assert node_rule["name"] == {"matches": "^node_(.*)$", "as": "${1}"}
+    assert node_rule["resources"] == {"overrides": {"node": {"resource": "node"}}}
+    _wait_pods(lab, ADAPTER_NS, "app.kubernetes.io/name=prometheus-adapter", 1)
+
+
+# --- existing mode ------------------------------------------------------------------------------
+MINIMAL_CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: {plural}.monitoring.coreos.com
+spec:
+  group: monitoring.coreos.com
+  scope: Namespaced
+  names: {{plural: {plural}, singular: {singular}, kind: {kind}, listKind: {kind}List}}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              x-kubernetes-preserve-unknown-fields: true
+"""
+
+
+def test_existing_mode_without_and_with_the_operator(lab, converged, tmp_path):
+    from kubernetes import client, utils
+    from kubernetes.client.rest import ApiException
+
+    files_dir = tmp_path / "prom"
+    files_dir.mkdir()
+    extra = {"prometheus_existing_namespace": EXISTING_NS, "prometheus_existing_files_dir": str(files_dir)}
+
+    # 1. no CRDs: a ConfigMap (and files) for the user's Prometheus
+    run = run_playbook(EXISTING_PLAYBOOK, inventory=lab.inventory, extra_vars=extra)
+    assert run.rc == 0 and run.failed == 0, run
+    cm = _core(lab).read_namespaced_config_map("poweraware-prometheus-additions", EXISTING_NS)
+    assert cm.data["power_rules.yml"] == RULES.read_text()
+    jobs = yaml.safe_load(cm.data["scrape_configs.yml"])
+    assert [j["job_name"] for j in jobs] == ["collectd", "kube-state-metrics"]
+    assert (files_dir / "power_rules.yml").read_text() == RULES.read_text()
+    again = run_playbook(EXISTING_PLAYBOOK, inventory=lab.inventory, extra_vars=extra)
+    assert again.rc == 0 and again.changed == 0, again
+
+    # "always" without CRDs fails with a message before applying anything
+    must = run_playbook(
+        EXISTING_PLAYBOOK, inventory=lab.inventory, extra_vars={**extra, "prometheus_existing_use_operator": "always"}
+    )
+    assert must.rc != 0 and "prometheusrules.monitoring.coreos.com" in must.stdout, must
+
+    # 2. with the operator's CRDs (minimal schemas here): PrometheusRule and ServiceMonitors
+    api = lab.api_client()
+    ext = client.ApiextensionsV1Api(api)
+    crds = [
+        ("prometheusrules", "prometheusrule", "PrometheusRule"),
+        ("servicemonitors", "servicemonitor", "ServiceMonitor"),
+    ]
+    for plural, singular, kind in crds:
+        utils.create_from_dict(api, yaml.safe_load(MINIMAL_CRD.format(plural=plural, singular=singular, kind=kind)))
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            conds = [
+                {
+                    c.type: c.status
+                    for c in (ext.read_custom_resource_definition(f"{p}.monitoring.coreos.com").status.conditions or [])
+                }
+                for p, _s, _k in crds
+            ]
+            if all(c.get("Established") == "True" for c in conds):
+                break
+            time.sleep(0.5)
+        op_extra = {**extra, "prometheus_existing_labels": {"release": "kube-prometheus-stack"}}
+        run = run_playbook(EXISTING_PLAYBOOK, inventory=lab.inventory, extra_vars=op_extra)
+        assert run.rc == 0 and run.failed == 0, run
+        custom = _custom(lab)
+        rule = custom.get_namespaced_custom_object(
+            "monitoring.coreos.com", "v1", EXISTING_NS, "prometheusrules", "poweraware-power"
+        )
+        assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+        expected = yaml.safe_load(RULES.read_text())["groups"]
+        assert [{k: v for k, v in g.items() if k != "interval"} for g in rule["spec"]["groups"]] == expected
+        monitors = custom.list_namespaced_custom_object("monitoring.coreos.com", "v1", EXISTING_NS, "servicemonitors")
+        by_name = {m["metadata"]["name"]: m for m in monitors["items"]}
+        assert set(by_name) == {"poweraware-collectd", "poweraware-kube-state-metrics"}
+        collectd_ep = by_name["poweraware-collectd"]["spec"]["endpoints"][0]
+        assert collectd_ep["relabelings"][0]["targetLabel"] == "node"
+        assert by_name["poweraware-kube-state-metrics"]["spec"]["endpoints"][0]["honorLabels"] is True
+        again = run_playbook(EXISTING_PLAYBOOK, inventory=lab.inventory, extra_vars=op_extra)
+        assert again.rc == 0 and again.changed == 0, again
+        checked = run_playbook(EXISTING_PLAYBOOK, inventory=lab.inventory, extra_vars=op_extra, check=True)
+        assert checked.rc == 0 and checked.changed == 0, checked
+    finally:
+        for plural, _s, _k in crds:
+            with contextlib.suppress(ApiException):
+                ext.delete_custom_resource_definition(f"{plural}.monitoring.coreos.com")
+        with contextlib.suppress(ApiException):
+            _core(lab).delete_namespace(EXISTING_NS)

@@ -1,0 +1,75 @@
+"""Fixtures for the node power tests: fake sysfs trees with the kernel model on top."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import pathlib
+import sys
+
+import pytest
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
+HERE = pathlib.Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+fake_sysfs = _load("poweraware_lab_fake_sysfs", REPO_ROOT / "lab" / "fake_sysfs.py")
+
+
+def tree_digest(root: pathlib.Path) -> str:
+    """Hash every file (path, content, mode) and symlink of a tree."""
+    digest = hashlib.sha256()
+    for path in sorted(pathlib.Path(root).rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.is_symlink():
+            digest.update(f"L {rel} -> {path.readlink()}\n".encode())
+        elif path.is_file():
+            digest.update(f"F {rel} {path.stat().st_mode:o}\n".encode())
+            digest.update(path.read_bytes())
+        else:
+            digest.update(f"D {rel}\n".encode())
+    return digest.hexdigest()
+
+
+class Node:
+    """A fake machine: sysfs tree, kernel model, state file path."""
+
+    def __init__(self, base: pathlib.Path, scenario: str, clamp=True, **shape):
+        from fake_kernel import FakeKernel
+
+        self.sys = fake_sysfs.build_tree(base / "sys", scenario, **shape)
+        self.kernel = FakeKernel(self.sys, clamp=clamp)
+        self.state_file = base / "var" / "lib" / "poweraware" / "cpu_power_state.json"
+        self.base = base
+
+    def digest(self):
+        """The whole sysfs tree plus the state file (content, or its absence)."""
+        state = self.state_file.read_text() if self.state_file.exists() else "<no state file>"
+        return tree_digest(self.sys) + ":" + hashlib.sha256(state.encode()).hexdigest()
+
+    def read(self, rel):
+        return (self.sys / rel).read_text().strip()
+
+    def policy(self, name, attr):
+        return self.read(f"devices/system/cpu/cpufreq/{name}/{attr}")
+
+
+@pytest.fixture
+def make_node(tmp_path):
+    counter = {"n": 0}
+
+    def factory(scenario, clamp=True, **shape):
+        counter["n"] += 1
+        return Node(tmp_path / f"node{counter['n']}", scenario, clamp=clamp, **shape)
+
+    return factory

@@ -1,0 +1,126 @@
+"""Version parsing from image references and the served-API-version table."""
+
+from __future__ import annotations
+
+import pytest
+from ansible_collections.poweraware.k8s.plugins.module_utils import _k8s_version as kv
+from ansible_collections.poweraware.k8s.plugins.module_utils import _scheduler_config as sc
+
+DIGEST = "sha256:" + "ab" * 32
+
+
+@pytest.mark.parametrize(
+    ("image", "version"),
+    [
+        ("registry.k8s.io/kube-scheduler:v1.29.3", (1, 29, 3)),
+        ("k8s.gcr.io/kube-scheduler:v1.19.16", (1, 19, 16)),
+        ("my.reg:5000/k8s/kube-scheduler:v1.28.0-rke2r1", (1, 28, 0)),
+        ("my.reg:5000/rancher/hardened-kubernetes:v1.28.10-rke2r1-build20240514", (1, 28, 10)),
+        (f"registry.example.com:5000/k8s/kube-scheduler:v1.30.2@{DIGEST}", (1, 30, 2)),
+        ("localhost:5000/kube-scheduler:1.31.0", (1, 31, 0)),
+        ("kube-scheduler:v1.32.1-k3s1", (1, 32, 1)),
+        ("[::1]:5000/a/b/c/kube-scheduler:v1.33.0-alpha.1", (1, 33, 0)),
+        ("docker.io/library/kube-scheduler:v1.22", (1, 22, None)),
+    ],
+)
+def test_version_from_image(image, version):
+    assert kv.version_from_image(image) == version
+
+
+@pytest.mark.parametrize(
+    ("image", "message"),
+    [
+        (f"registry.k8s.io/kube-scheduler@{DIGEST}", "only a digest"),
+        ("my.reg:5000/kube-scheduler", "no tag"),
+        ("registry.k8s.io/kube-scheduler:latest", "is not a Kubernetes version"),
+        ("registry.k8s.io/kube-scheduler:v1", "is not a Kubernetes version"),
+        ("registry.k8s.io/kube-scheduler@sha256:xyz", "malformed digest"),
+        ("", "not a container image reference"),
+        ("with space:v1.2.3", "not a container image reference"),
+        ("kube-scheduler:v1.32.1+k3s1", "malformed tag"),  # "+" is not allowed in image tags
+    ],
+)
+def test_version_from_image_refuses(image, message):
+    with pytest.raises(kv.VersionError, match=message):
+        kv.version_from_image(image)
+
+
+@pytest.mark.parametrize("text", ["1.29", "v1.29.3", "1.28.0-rke2r1", " v1.36.3 "])
+def test_parse_version(text):
+    assert kv.parse_version(text)[:2] in {(1, 29), (1, 28), (1, 36)}
+
+
+@pytest.mark.parametrize("text", ["", "garbage", "1", "v1.x", "1.29.3.4", "01.29", None, 129])
+def test_parse_version_refuses_garbage(text):
+    with pytest.raises(kv.VersionError, match=r"Kubernetes version"):
+        kv.parse_version(text)
+
+
+# DESIGN.md section 2, checked against the kube-scheduler config API registrations per release.
+DESIGN_TABLE = {
+    18: {"v1alpha1", "v1alpha2"},
+    19: {"v1beta1"},
+    20: {"v1beta1"},
+    21: {"v1beta1"},
+    22: {"v1beta1", "v1beta2"},
+    23: {"v1beta2", "v1beta3"},
+    24: {"v1beta2", "v1beta3"},
+    25: {"v1", "v1beta2", "v1beta3"},
+    26: {"v1", "v1beta2", "v1beta3"},
+    27: {"v1", "v1beta2", "v1beta3"},
+    28: {"v1", "v1beta3"},
+    **{m: {"v1"} for m in range(29, 37)},
+}
+ORDER = ["v1alpha1", "v1alpha2", "v1beta1", "v1beta2", "v1beta3", "v1"]
+
+
+@pytest.mark.parametrize("minor", sorted(DESIGN_TABLE))
+def test_served_table_matches_design(minor):
+    assert set(sc.served_versions(minor)) == DESIGN_TABLE[minor]
+    newest = max(DESIGN_TABLE[minor], key=ORDER.index)
+    assert sc.served_versions(minor)[0] == newest
+
+
+@pytest.mark.parametrize("minor", range(19, 37))
+def test_select_newest(minor):
+    api_version, warnings = sc.select_api_version((1, minor, 0))
+    assert api_version == "kubescheduler.config.k8s.io/" + max(DESIGN_TABLE[minor], key=ORDER.index)
+    assert warnings == []
+
+
+@pytest.mark.parametrize("minor", [18, 17, 0])
+def test_old_releases_refused(minor):
+    with pytest.raises(sc.ConfigError, match=rf"Kubernetes 1\.{minor} is not supported.*1\.19 to 1\.36"):
+        sc.select_api_version((1, minor, 0))
+
+
+def test_major_other_than_1_refused():
+    with pytest.raises(sc.ConfigError, match=r"Kubernetes 2\.0 is not a release"):
+        sc.select_api_version((2, 0, 0))
+
+
+def test_newer_than_known_assumes_v1_with_warning():
+    api_version, warnings = sc.select_api_version((1, 40, 0))
+    assert api_version == "kubescheduler.config.k8s.io/v1"
+    assert "newer than the newest release" in warnings[0]
+
+
+@pytest.mark.parametrize("minor", [19, 20, 21, 22])
+def test_legacy_policy_allowed_until_1_22(minor):
+    assert sc.select_api_version((1, minor, 0), legacy_policy=True) == ("v1", [])
+
+
+def test_duration_parsing():
+    assert sc.duration_to_ns("5s") == 5 * 10**9
+    assert sc.duration_to_ns("1m30s") == 90 * 10**9
+    assert sc.duration_to_ns("750ms") == 750 * 10**6
+    assert sc.duration_to_ns("1.5h") == 5400 * 10**9
+    for bad in ("5", "s", "5 s", "-5s", "5sec", ""):
+        with pytest.raises(ValueError):
+            sc.duration_to_ns(bad)
+
+
+def test_unquoted_yaml_float_gets_a_hint():
+    # kubernetes_version: 1.30 (unquoted) reaches the module as "1.3"
+    with pytest.raises(sc.ConfigError, match=r"Kubernetes 1\.3 is not supported \(an unquoted 1\.30 in YAML"):
+        sc.select_api_version((1, 3, None))
