@@ -21,7 +21,7 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make lab        start the local lab cluster (builds binaries once, cached)"
-	@echo "make lab-down   stop the lab and remove its state"
+	@echo "make lab-down   stop the lab and remove its state (make lab-status: processes, health, nodes)"
 	@echo "make test       run lint, sanity, unit and integration tests (what CI runs)"
 	@echo "make lint | sanity | unit | integration | bench"
 
