@@ -13,6 +13,9 @@ COLLECTIONS_DIR = REPO_ROOT / ".cache" / "collections"
 # so tests import plugins by their real names: ansible_collections.poweraware.k8s.plugins....
 if str(COLLECTIONS_DIR) not in sys.path:
     sys.path.insert(0, str(COLLECTIONS_DIR))
+# Shared test helpers (poweraware_testing.py) live beside this file.
+if str(REPO_ROOT / "tests") not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT / "tests"))
 
 
 def shared_data_dir() -> pathlib.Path:

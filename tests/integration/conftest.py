@@ -132,3 +132,20 @@ def lab() -> LabHandle:
         yield handle_for(instance)
     finally:
         instance.release()
+
+
+@pytest.fixture(scope="session")
+def api(lab):
+    """Typed Kubernetes API clients for the lab, by short name (core, apps, ext, custom, ...)."""
+    from kubernetes import client
+
+    api_client = lab.api_client()
+    return {
+        "core": client.CoreV1Api(api_client),
+        "apps": client.AppsV1Api(api_client),
+        "ext": client.ApiextensionsV1Api(api_client),
+        "custom": client.CustomObjectsApi(api_client),
+        "authz": client.AuthorizationV1Api(api_client),
+        "autoscaling": client.AutoscalingV2Api(api_client),
+        "rbac": client.RbacAuthorizationV1Api(api_client),
+    }

@@ -48,22 +48,6 @@ def converged(lab):
     return result
 
 
-@pytest.fixture(scope="module")
-def api(lab):
-    from kubernetes import client
-
-    api_client = lab.api_client()
-    return {
-        "core": client.CoreV1Api(api_client),
-        "apps": client.AppsV1Api(api_client),
-        "ext": client.ApiextensionsV1Api(api_client),
-        "custom": client.CustomObjectsApi(api_client),
-        "authz": client.AuthorizationV1Api(api_client),
-        "autoscaling": client.AutoscalingV2Api(api_client),
-        "rbac": client.RbacAuthorizationV1Api(api_client),
-    }
-
-
 def pki_dir(lab):
     return lab.node_root(lab.control_plane_node) / "etc" / "kubernetes" / "pki" / "tas"
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import os
 import pathlib
 import stat
 import subprocess
@@ -20,6 +19,7 @@ import sys
 import pytest
 import yaml
 from ansible_run import REPO_ROOT, run_playbook
+from poweraware_testing import tree_digest
 
 PLAYBOOK = REPO_ROOT / "playbooks" / "node_power.yml"
 LAB_VARS = REPO_ROOT / "inventory" / "lab" / "group_vars" / "all" / "node_power.yml"
@@ -44,21 +44,6 @@ def _fake_sysfs():
     return module
 
 
-def digest(path: pathlib.Path, mtimes: bool = True) -> str:
-    """Hash a tree: paths, modes, contents and (unless ``mtimes=False``) modification times."""
-    h = hashlib.sha256()
-    for p in sorted(path.rglob("*")):
-        rel = p.relative_to(path).as_posix()
-        if p.is_symlink():
-            h.update(f"L {rel} {os.readlink(p)}\n".encode())
-        elif p.is_file():
-            h.update(f"F {rel} {p.stat().st_mode:o} {p.stat().st_mtime_ns if mtimes else ''}\n".encode())
-            h.update(p.read_bytes())
-        else:
-            h.update(f"D {rel} {p.stat().st_mode:o}\n".encode())
-    return h.hexdigest()
-
-
 class Lab:
     def __init__(self, base: pathlib.Path):
         self.base = base
@@ -77,7 +62,7 @@ class Lab:
         }
         self.inventory = base / "hosts.yml"
         self.inventory.write_text(yaml.safe_dump(inventory))
-        self.pristine_sys = {h: digest(self.sys(h), mtimes=False) for h in HOSTS}
+        self.pristine_sys = {h: tree_digest(self.sys(h)) for h in HOSTS}
 
     def root(self, host):
         return self.base / host
@@ -92,7 +77,7 @@ class Lab:
         return self.root(host) / "etc" / "certs" / "public"
 
     def everything(self):
-        return {h: digest(self.root(h)) for h in HOSTS}
+        return {h: tree_digest(self.root(h), mtimes=True) for h in HOSTS}
 
     def run(self, **kwargs):
         return run_playbook(PLAYBOOK, inventory=self.inventory, **kwargs)
@@ -326,7 +311,7 @@ def test_absent_restores_originals(lab):
     assert result.rc == 0, str(result)
     for host in HOSTS:
         if host != "np-intel":  # restored values are written again: compare contents, not mtimes
-            assert digest(lab.sys(host), mtimes=False) == lab.pristine_sys[host], host
+            assert tree_digest(lab.sys(host)) == lab.pristine_sys[host], host
         assert not (lab.root(host) / "etc/systemd/system/poweraware-cpu-power.service").exists()
     # np-intel was "rebooted" (rebuilt) above, so compare values rather than timestamps
     for cpu in range(8):

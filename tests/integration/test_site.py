@@ -58,7 +58,13 @@ def site(lab, tmp_path_factory):
         for i, node in enumerate(lab.worker_nodes)
     }
     samples.write_text(json.dumps(curve))
-    SITE_VARS.update({"power_models_source": "file", "power_models_samples_file": str(samples)})
+    SITE_VARS.update(
+        {
+            "poweraware_enable_power_models": True,
+            "power_models_source": "file",
+            "power_models_samples_file": str(samples),
+        }
+    )
     runs, seconds = {}, {}
     for name, kwargs in (("converge", {}), ("rerun", {}), ("check", {"check": True, "diff": True})):
         start = time.monotonic()
@@ -77,18 +83,6 @@ def site(lab, tmp_path_factory):
     TIMINGS.write_text(json.dumps(timings, indent=2) + "\n")
     print(f"\nsite.yml timings: {json.dumps(timings)}", file=sys.stderr)
     return runs
-
-
-@pytest.fixture(scope="module")
-def api(lab):
-    from kubernetes import client
-
-    api_client = lab.api_client()
-    return {
-        "core": client.CoreV1Api(api_client),
-        "apps": client.AppsV1Api(api_client),
-        "custom": client.CustomObjectsApi(api_client),
-    }
 
 
 def test_full_converge(site):

@@ -8,6 +8,7 @@ import pathlib
 import sys
 
 import pytest
+from poweraware_testing import tree_digest
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 HERE = pathlib.Path(__file__).resolve().parent
@@ -24,21 +25,6 @@ def _load(name, path):
 
 
 fake_sysfs = _load("poweraware_lab_fake_sysfs", REPO_ROOT / "lab" / "fake_sysfs.py")
-
-
-def tree_digest(root: pathlib.Path) -> str:
-    """Hash every file (path, content, mode) and symlink of a tree."""
-    digest = hashlib.sha256()
-    for path in sorted(pathlib.Path(root).rglob("*")):
-        rel = path.relative_to(root).as_posix()
-        if path.is_symlink():
-            digest.update(f"L {rel} -> {path.readlink()}\n".encode())
-        elif path.is_file():
-            digest.update(f"F {rel} {path.stat().st_mode:o}\n".encode())
-            digest.update(path.read_bytes())
-        else:
-            digest.update(f"D {rel}\n".encode())
-    return digest.hexdigest()
 
 
 class Node:
