@@ -258,6 +258,19 @@ def read_rapl(acc):
     return {"available": bool(zones), "zones": zones, "skipped": skipped}
 
 
+def _policy_settings(topo, pol):
+    """Limits and current settings of one cpufreq policy, as reported per CPU and per policy."""
+    return {
+        "cpuinfo_min_mhz": _khz_to_mhz(pol["cpuinfo_min_freq"]),
+        "cpuinfo_max_mhz": _khz_to_mhz(pol["cpuinfo_max_freq"]),
+        "base_mhz": _khz_to_mhz(pol["base_frequency"]),
+        "scaling_min_mhz": _khz_to_mhz(pol["values"].get(MIN)),
+        "scaling_max_mhz": _khz_to_mhz(pol["values"].get(MAX)),
+        "governor": pol["values"].get(GOV),
+        "epp": normalize_epp(topo.driver, pol["values"].get(EPP)),
+    }
+
+
 def gather_info(acc):
     """The cpu_power_info facts."""
     topo = Topology(acc)
@@ -267,17 +280,7 @@ def gather_info(acc):
         entry = {"online": cpu in topo.online, "policy": topo.cpu_policy.get(cpu)}
         pol = topo.policies.get(entry["policy"]) if entry["policy"] else None
         if pol:
-            entry.update(
-                {
-                    "cpuinfo_min_mhz": _khz_to_mhz(pol["cpuinfo_min_freq"]),
-                    "cpuinfo_max_mhz": _khz_to_mhz(pol["cpuinfo_max_freq"]),
-                    "base_mhz": _khz_to_mhz(pol["base_frequency"]),
-                    "scaling_min_mhz": _khz_to_mhz(pol["values"].get(MIN)),
-                    "scaling_max_mhz": _khz_to_mhz(pol["values"].get(MAX)),
-                    "governor": pol["values"].get(GOV),
-                    "epp": normalize_epp(topo.driver, pol["values"].get(EPP)),
-                }
-            )
+            entry.update(_policy_settings(topo, pol))
             key = (entry["cpuinfo_min_mhz"], entry["cpuinfo_max_mhz"], entry["base_mhz"])
             groups.setdefault(key, []).append(cpu)
         cpus[str(cpu)] = entry
@@ -290,14 +293,8 @@ def gather_info(acc):
                 "cpus": format_cpulist(pol["related_cpus"]),
                 "online_cpus": format_cpulist(c for c in pol["related_cpus"] if c in topo.online),
                 "shared": len(pol["related_cpus"]) > 1,
-                "cpuinfo_min_mhz": _khz_to_mhz(pol["cpuinfo_min_freq"]),
-                "cpuinfo_max_mhz": _khz_to_mhz(pol["cpuinfo_max_freq"]),
-                "base_mhz": _khz_to_mhz(pol["base_frequency"]),
-                "scaling_min_mhz": _khz_to_mhz(pol["values"].get(MIN)),
-                "scaling_max_mhz": _khz_to_mhz(pol["values"].get(MAX)),
-                "governor": pol["values"].get(GOV),
+                **_policy_settings(topo, pol),
                 "available_governors": pol["available_governors"],
-                "epp": normalize_epp(topo.driver, pol["values"].get(EPP)),
                 "epp_raw": pol["values"].get(EPP),
                 "available_epp": pol["available_epp"],
             }
