@@ -1,5 +1,5 @@
 # Copyright: poweraware.k8s contributors
-# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What to change in a kube-scheduler static pod manifest to load an extender configuration.
 
 The manifest gets (only when missing): the ``--config`` (or legacy ``--policy-config-file``)
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import json
+import posixpath
 
 from ansible_collections.poweraware.k8s.plugins.module_utils import _k8s_version as kv
 from ansible_collections.poweraware.k8s.plugins.module_utils import _scheduler_config as sc
@@ -39,7 +40,19 @@ LEGACY_FLAGS = ("--policy-config-file", "--policy-configmap")
 
 
 class ManifestError(ValueError):
-    """The manifest cannot be patched; the message says why and what to do."""
+    """The manifest cannot be patched; the message says why and what to do.
+
+    ``errors`` lists every problem found (the message joins them), so the module can report all
+    of them at once.
+    """
+
+    def __init__(self, message, errors=None):
+        super().__init__(message)
+        self.errors = list(errors) if errors else [message]
+
+    @classmethod
+    def of(cls, errors):
+        return cls("; ".join(errors), errors)
 
 
 def check_pod(doc, path):
@@ -55,6 +68,12 @@ def check_pod(doc, path):
     named = [i for i, c in enumerate(containers) if c.get("name") == "kube-scheduler"]
     if len(named) == 1:
         return named[0]
+    if len(named) > 1:
+        raise ManifestError(
+            "%s has %d containers named kube-scheduler (%s); container names must be unique in a pod, so kubelet "
+            "refuses this manifest and the module cannot tell which one to configure; fix: rename or remove the "
+            "extra container" % (path, len(named), ", ".join("spec.containers[%d]" % i for i in named))
+        )
     if len(containers) == 1:
         return 0
     raise ManifestError("%s has several containers and none is named kube-scheduler" % path)
@@ -108,14 +127,61 @@ def read_record(doc):
     return record
 
 
-def _covered(path, mounts):
-    for mount in mounts:
-        mount_path = (mount or {}).get("mountPath")
+def _covering_mount(path, mounts):
+    """``(index, mount, mountPath)`` of the mount the container sees ``path`` through, or None.
+
+    The container runtime mounts nested paths deepest last, so the longest mountPath that
+    contains ``path`` is the one that serves it.
+    """
+    best = None
+    for index, mount in enumerate(mounts):
+        mount_path = mount.get("mountPath") if isinstance(mount, dict) else None
         if isinstance(mount_path, str) and mount_path:
-            root = mount_path.rstrip("/") or "/"
-            if path == root or path.startswith(root.rstrip("/") + "/"):
-                return True
-    return False
+            root = posixpath.normpath(mount_path) if mount_path != "/" else "/"
+            inside = path == root or path.startswith(root.rstrip("/") + "/")
+            if inside and (best is None or len(root) > len(best[2])):
+                best = (index, mount, root)
+    return best
+
+
+def mount_check(path, mounts, volumes):
+    """``(covered, problem)`` for a node ``path`` the scheduler must read as the module wrote it.
+
+    A mount that already covers the path is only good when it is a hostPath of the same node
+    location (a hostPath of another directory or an emptyDir would show the scheduler something
+    else than the file the module writes): ``problem`` then says what backs it and how to fix it.
+    """
+    found = _covering_mount(path, mounts)
+    if found is None:
+        return False, None
+    index, mount, root = found
+    name = mount.get("name")
+    volume = next((v for v in volumes if isinstance(v, dict) and v.get("name") == name), None)
+    rel = path[len(root) :].lstrip("/")
+    sub = mount.get("subPath") or ""
+    host = volume.get("hostPath") if isinstance(volume, dict) else None
+    if isinstance(host, dict) and isinstance(host.get("path"), str) and host["path"].startswith("/"):
+        seen = posixpath.normpath(posixpath.join(host["path"], sub, rel) if (sub or rel) else host["path"])
+        if seen == posixpath.normpath(path):
+            return True, None
+        backing = "hostPath %s%s, so the scheduler would read node path %s" % (
+            host["path"],
+            " with subPath %s" % sub if sub else "",
+            seen,
+        )
+    elif volume is None:
+        backing = "no volume of that name"
+    else:
+        kinds = sorted(k for k in volume if k != "name")
+        kind = kinds[0] if kinds else "typeless"
+        backing = "%s %s volume, not a hostPath" % ("an" if kind[0] in "aeiou" else "a", kind)
+    # the mount shows the node's own files when it is a hostPath of its own mountPath
+    wanted = root
+    return True, (
+        "%s is inside the existing mount %s (volumeMounts[%d], volume %s: %s) instead of the file the module "
+        "writes on the node; fix: make volume %s a hostPath of %s%s, or remove that mount"
+        % (path, root, index, name, backing, name, wanted, " without subPath" if sub else "")
+    )
 
 
 def strip_ops(doc, record, cindex):
@@ -216,9 +282,22 @@ def present_ops(base, cindex, mode, file_path, flag_present, tls_dirs, need_clus
         m.get("name") for m in mounts if isinstance(m, dict)
     }
     wanted = []
-    if not _covered(file_path, mounts):
+    problems = []
+    covered, problem = mount_check(file_path, mounts, volumes)
+    if problem:
+        problems.append("the scheduler configuration " + problem)
+    if not covered:
         wanted.append((CONFIG_VOLUME, file_path, "FileOrCreate"))
-    for number, directory in enumerate(d for d in tls_dirs if not _covered(d, mounts)):
+    uncovered = []
+    for directory in tls_dirs:
+        covered, problem = mount_check(directory, mounts, volumes)
+        if problem:
+            problems.append("the extenders' TLS directory " + problem)
+        if not covered:
+            uncovered.append(directory)
+    if problems:
+        raise ManifestError.of(problems)
+    for number, directory in enumerate(uncovered):
         wanted.append(
             (TLS_VOLUME if number == 0 else "%s-%d" % (TLS_VOLUME, number + 1), directory, "DirectoryOrCreate")
         )
@@ -349,6 +428,11 @@ CONFIG_HEADER = (
 )
 
 
+def written_by_module(text):
+    """A configuration file this module created (its header), e.g. left by a run that was cut short."""
+    return isinstance(text, str) and text.startswith(CONFIG_HEADER.split("\n", 1)[0])
+
+
 def render_file(doc, mode, created):
     if mode == "policy":
         return json.dumps(doc, indent=2) + "\n"
@@ -426,7 +510,7 @@ def plan_present(
     if not file_path.startswith("/"):
         errors.append("the manifest's %s flag names a relative path %r; make it absolute" % (FLAGS[mode], file_path))
     if errors:
-        raise ManifestError("; ".join(errors))
+        raise ManifestError.of(errors)
     result.file_path = file_path
     policy = mode == "policy"
     entries = [sc.render_extender(ext, policy=policy) for ext in extenders]
@@ -435,6 +519,15 @@ def plan_present(
     owned = bool(
         record and record.get("file_created") and record.get("file") == file_path and record.get("mode") == mode
     )
+    if not owned and not record and not flag_present and mode == "config" and written_by_module(current_text):
+        # Our own file, which the manifest does not load: a run that stopped between writing the
+        # configuration and the manifest. It stays ours (absent deletes it), not the user's.
+        owned = True
+        result.warnings.append(
+            "%s carries this module's header but the manifest does not load it (left by an earlier run that did "
+            "not finish); it is taken over and rewritten" % file_path
+        )
+    convert = []
     if owned or current_text is None:
         kubeconfig = find_flag(container, "--kubeconfig")
         if policy:
@@ -446,15 +539,31 @@ def plan_present(
         current = _load(current_text, file_path)
         problems = sc.check_existing_document(current, version[1], policy, file_path)
         if problems:
-            raise ManifestError("; ".join(problems))
+            raise ManifestError.of(problems)
+        if not policy:
+            convert = _conversion(current, version[1], file_path, result.warnings)
         strip = config_strip_ops(record) if record and record.get("file") == file_path else []
         add, replaced = config_add_ops(_apply_doc(current, strip), entries)
-        file_text, desired = edit_file(current_text, current, strip + add, mode)
+        file_text, desired = edit_file(current_text, current, convert + strip + add, mode)
         created = False
         if not policy:
             api_version = desired["apiVersion"]
     result.file_created = created
     result.api_version = api_version
+    ours = {e["urlPrefix"] for e in entries}
+
+    def origin(_index, entry):
+        return "from the module's extenders" if entry.get("urlPrefix") in ours else "already in %s" % file_path
+
+    # kube-scheduler validates the whole list, the user's entries included, and exits at start on
+    # the first problem: check the merged result now, before anything is written.
+    invalid = sc.validate_extenders(desired.get("extenders"), origin, strict=not policy)
+    if invalid:
+        raise ManifestError(
+            "kube-scheduler would refuse %s as it would be written (%s): %s"
+            % (file_path, "merged with the existing entries" if not created else "new file", "; ".join(invalid)),
+            invalid,
+        )
     if current_text is not None and _load(current_text, file_path) == desired:
         result.file_after = current_text
     elif created:
@@ -478,11 +587,41 @@ def plan_present(
     return result
 
 
-def plan_absent(manifest_text, manifest_path, read_file, original_text=None):
+def _conversion(current, minor, file_path, warnings):
+    """Ops that move a user's file from an older served version to the newest one, when that is safe."""
+    source = sc.config_version(current)
+    target = sc.conversion_target(source, minor)
+    if not target:
+        return []
+    blockers = sc.conversion_blockers(current, source, target)
+    if blockers:
+        warnings.append(
+            "%s stays in %s/%s, which Kubernetes 1.%d still serves but a later release removes: it cannot be "
+            "converted to %s safely (%s); convert it by hand (https://kubernetes.io/docs/reference/scheduling/config/) "
+            "before upgrading" % (file_path, sc.GROUP, source, minor, target, "; ".join(blockers))
+        )
+        return []
+    note = ""
+    if source in sc.OLD_DEFAULT_WEIGHTS:
+        note = (
+            "; from v1beta3 on the default score weights of InterPodAffinity and NodeAffinity are 2 and of "
+            "TaintToleration 3 (the release applies them anyway once %s is removed)" % source
+        )
+    warnings.append(
+        "%s was converted from %s/%s (deprecated or older than the newest version Kubernetes 1.%d serves) to "
+        "%s/%s: only apiVersion changes, every other field means the same in both%s"
+        % (file_path, sc.GROUP, source, minor, sc.GROUP, target, note)
+    )
+    return [KeySet([], "apiVersion", "%s/%s" % (sc.GROUP, target))]
+
+
+def plan_absent(manifest_text, manifest_path, read_file, original_text=None, config_path=None):
     """Compute the manifest and file for ``state=absent``: remove exactly what the record lists.
 
     ``original_text(path, doc)`` may return earlier bytes of ``path`` that parse to ``doc``
     (a backup), so a merged config goes back to its original bytes, comments included.
+    Without a record, a file at ``config_path`` that carries this module's header and that the
+    manifest does not load is a leftover of an interrupted run, and is deleted.
     """
     result = Plan()
     result.manifest_before = manifest_text
@@ -491,6 +630,14 @@ def plan_absent(manifest_text, manifest_path, read_file, original_text=None):
     cindex = check_pod(doc, manifest_path)
     record = read_record(doc)
     if not record:
+        loaded = find_flag(doc["spec"]["containers"][cindex], FLAGS["config"])
+        if config_path and not (loaded and loaded[0] == config_path):
+            text = read_file(config_path)
+            if written_by_module(text):
+                result.mode = "config"
+                result.file_path = config_path
+                result.file_before = text
+                result.file_delete = True
         return result
     result.record = record
     result.mode = record.get("mode")

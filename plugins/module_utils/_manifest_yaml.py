@@ -1,5 +1,5 @@
 # Copyright: poweraware.k8s contributors
-# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Surgical edits of block-style YAML (static pod manifests) that leave untouched lines byte-for-byte.
 
 Why not load-modify-dump: re-emitting a manifest reorders keys, drops comments and changes
@@ -428,12 +428,28 @@ def dump(doc, like=""):
     return yaml.safe_dump(doc, default_flow_style=False, sort_keys=False, width=4096)
 
 
+def line_ending(text):
+    """``'\r\n'`` when every line of ``text`` ends in CRLF (a file written on Windows), else ``'\n'``."""
+    crlf = text.count("\r\n")
+    return "\r\n" if crlf and crlf == text.count("\n") else "\n"
+
+
 def apply_ops(text, doc, ops):
     """Apply ``ops`` to ``doc`` (a deep copy) and to ``text``.
 
     Returns ``(new_text, new_doc, reemitted)``; ``reemitted`` is True when the text could not
     be edited surgically and ``new_text`` is ``dump(new_doc)`` instead.
+
+    A CRLF file is edited as LF and turned back into CRLF, so the inserted lines get the file's
+    own line ending and the untouched lines keep their bytes (no mixed endings).
     """
+    if ops and line_ending(text) == "\r\n":
+        new_text, new_doc, reemitted = _apply_ops(text.replace("\r\n", "\n"), doc, ops)
+        return new_text.replace("\r\n", "\n").replace("\n", "\r\n"), new_doc, reemitted
+    return _apply_ops(text, doc, ops)
+
+
+def _apply_ops(text, doc, ops):
     new_doc = copy.deepcopy(doc)
     for op in ops:
         op.apply_doc(new_doc)

@@ -1,11 +1,11 @@
 # Copyright: poweraware.k8s contributors
-# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """kube-scheduler configuration for scheduler extenders, for every Kubernetes release 1.19+.
 
 Pure logic, no Ansible import; Python 3.9 compatible (runs on the managed node).
 
 * ``SERVED`` is the table of ``kubescheduler.config.k8s.io`` versions each release serves
-  (docs/scheduler-extender.md and DESIGN.md section 2); ``select_api_version`` picks the newest.
+  (docs/scheduler-extender.md; the project design notes, section 2); ``select_api_version`` picks the newest.
 * ``normalize_extenders`` validates the user's extender list up front and returns every
   problem at once, each with what to change.
 * ``render_extender`` writes one extender in the schema of a KubeSchedulerConfiguration
@@ -14,6 +14,10 @@ Pure logic, no Ansible import; Python 3.9 compatible (runs on the managed node).
 * ``merge_extenders`` / ``remove_extenders`` edit the ``extenders`` list of an existing
   document in place of entries with the same ``urlPrefix`` and keep everything else
   (profiles, plugins, other extenders) untouched.
+* ``validate_extenders`` is kube-scheduler's own check of the ``extenders`` list (ported from
+  its ``validation.go``), run on the merged result before anything is written.
+* ``conversion_blockers`` says whether an existing file in an older served version can be
+  moved to the newest one by changing ``apiVersion`` alone (the ``CONVERTIBLE_FIELDS`` table).
 """
 
 from __future__ import annotations
@@ -488,3 +492,306 @@ def same_content(a, b):
         return out
 
     return canonical(a) == canonical(b)
+
+
+# --- kube-scheduler's own validation of the extenders list ------------------------------------
+#
+# Ported from k8s.io/kubernetes pkg/scheduler/apis/config/validation/validation.go, function
+# validateExtenders (with validateExtendedResourceName, and IsExtendedResourceName from
+# pkg/apis/core/v1/helper/helpers.go, IsQualifiedName from apimachinery). The function runs on
+# the internal type after decoding, so one set of rules covers v1beta1, v1beta2, v1beta3 and v1;
+# it was compared in release-1.19/1.20 (ValidatePolicy shares it), 1.21/1.22 and v1.36.3 and has
+# the same three rules everywhere: a prioritizeVerb needs weight > 0, at most one bindVerb, a
+# managed resource name (a valid extended resource name) in one extender only. It does NOT
+# require urlPrefix, bound the weight (beyond int64) or require a verb.
+#
+# On top of that, kube-scheduler decodes --config strictly since 1.17 (kubernetes PR #83030):
+# an unknown or mis-cased field, or a value of the wrong type, makes it exit at start, so the
+# field table below (config/v1 types.go Extender, ExtenderTLSConfig, ExtenderManagedResource;
+# the same JSON names in v1beta1 .. v1beta3) is checked as well. Not for the legacy Policy,
+# whose decoder accepted other spellings (enableHttps, nanosecond httpTimeout).
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+_STR, _BOOL, _INT, _DURATION, _TLS, _RESOURCES = "string", "boolean", "integer", "duration", "tls", "resources"
+EXTENDER_FIELDS = {
+    "urlPrefix": _STR,
+    "filterVerb": _STR,
+    "preemptVerb": _STR,
+    "prioritizeVerb": _STR,
+    "weight": _INT,
+    "bindVerb": _STR,
+    "enableHTTPS": _BOOL,
+    "tlsConfig": _TLS,
+    "httpTimeout": _DURATION,
+    "nodeCacheCapable": _BOOL,
+    "managedResources": _RESOURCES,
+    "ignorable": _BOOL,
+}
+TLS_CONFIG_FIELDS = {
+    "insecure": _BOOL,
+    "serverName": _STR,
+    "certFile": _STR,
+    "keyFile": _STR,
+    "caFile": _STR,
+    "certData": _STR,
+    "keyData": _STR,
+    "caData": _STR,
+}
+MANAGED_RESOURCE_FIELDS = {"name": _STR, "ignoredByScheduler": _BOOL}
+
+_LABEL_KEY_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _qualified_name_problems(value):
+    """apimachinery IsQualifiedName (content.IsLabelKey): reasons ``value`` is not a qualified name."""
+    parts = value.split("/")
+    problems = []
+    if len(parts) > 2:
+        return ["it has more than one '/' (a qualified name is [<DNS subdomain>/]<name>)"]
+    name = parts[-1]
+    if len(parts) == 2:
+        prefix = parts[0]
+        if not prefix:
+            problems.append("its prefix part is empty")
+        elif len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix):
+            problems.append("its prefix part %r is not a lower-case DNS subdomain of at most 253 characters" % prefix)
+    if not name:
+        problems.append("its name part is empty")
+    elif len(name) > 63:
+        problems.append("its name part is longer than 63 characters")
+    if name and not _LABEL_KEY_NAME.match(name):
+        problems.append(
+            "its name part %r must consist of alphanumerics, '-', '_' or '.' and start and end with an alphanumeric"
+            % name
+        )
+    return problems
+
+
+def extended_resource_name_problems(name):
+    """validateExtendedResourceName: [] when ``name`` is a valid extended resource name."""
+    problems = _qualified_name_problems(name)
+    if problems:
+        return problems
+    # IsExtendedResourceName: not native (no '/' or anything with 'kubernetes.io/'), not
+    # 'requests.'-prefixed, and still a qualified name once prefixed with 'requests.'
+    if "/" not in name or "kubernetes.io/" in name or name.startswith("requests."):
+        return ["it is not an extended resource name (those are <domain>/<name> outside kubernetes.io)"]
+    if _qualified_name_problems("requests." + name):
+        return ["its domain is too long to be an extended resource name"]
+    return []
+
+
+def _type_problem(kind, value):
+    """Why kube-scheduler's strict decoder refuses ``value`` for a field of ``kind``, or None."""
+    if value is None:
+        return None  # JSON null decodes to the zero value
+    if kind == _STR and not isinstance(value, str):
+        return "must be a string"
+    if kind == _BOOL and not isinstance(value, bool):
+        return "must be true or false"
+    if kind == _INT:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return "must be an integer"
+        if not INT64_MIN <= value <= INT64_MAX:
+            return "does not fit in a 64-bit integer"
+    if kind == _DURATION:
+        if not isinstance(value, str):
+            return "must be a Go duration string such as '5s' (a number is the legacy Policy's nanoseconds)"
+        try:
+            # time.ParseDuration also takes a sign and a bare "0"
+            if value.lstrip("+-") != "0":
+                duration_to_ns(value.lstrip("+-"))
+        except ValueError:
+            return "is not a Go duration such as '5s', '750ms' or '1m'"
+    if kind in (_TLS,) and not isinstance(value, dict):
+        return "must be a mapping"
+    if kind == _RESOURCES and not isinstance(value, list):
+        return "must be a list of {name, ignoredByScheduler}"
+    return None
+
+
+def _field_problems(mapping, fields, path, where):
+    errors = []
+    for key in mapping:
+        if key not in fields:
+            near = [f for f in fields if f.lower() == str(key).lower()]
+            fix = "rename it to %s (field names are case-sensitive)" % near[0] if near else "remove it"
+            errors.append(
+                "%s.%s%s: unknown field; kube-scheduler decodes its configuration strictly and exits on unknown "
+                "fields; fix: %s (known fields: %s)" % (path, key, where, fix, ", ".join(fields))
+            )
+            continue
+        problem = _type_problem(fields[key], mapping[key])
+        if problem:
+            errors.append(
+                "%s.%s%s: %r %s; kube-scheduler cannot decode it and exits at start; fix the value"
+                % (path, key, where, mapping[key], problem)
+            )
+    return errors
+
+
+def validate_extenders(extenders, origin=None, strict=True):
+    """kube-scheduler's validation of a merged ``extenders`` list; every problem, each with its fix.
+
+    ``origin(index, entry)`` names where an entry comes from (ours or the user's file) for the
+    messages; ``strict`` adds the strict-decoding field checks (KubeSchedulerConfiguration only).
+    """
+    errors = []
+    if extenders is None:
+        return errors
+    if not isinstance(extenders, list):
+        return ["extenders: %r must be a list of extender entries; fix the configuration file" % (extenders,)]
+
+    def where(index, entry):
+        url = entry.get("urlPrefix") if isinstance(entry, dict) else None
+        parts = ["urlPrefix %s" % url] if url else []
+        label = origin(index, entry) if origin else None
+        if label:
+            parts.append(label)
+        return " (%s)" % ", ".join(parts) if parts else ""
+
+    binders = []
+    managed = {}
+    for index, entry in enumerate(extenders):
+        path = "extenders[%d]" % index
+        if not isinstance(entry, dict):
+            errors.append("%s: %r is not a mapping; fix: make it an extender entry with urlPrefix" % (path, entry))
+            continue
+        at = where(index, entry)
+        if strict:
+            errors += _field_problems(entry, EXTENDER_FIELDS, path, at)
+            if isinstance(entry.get("tlsConfig"), dict):
+                errors += _field_problems(entry["tlsConfig"], TLS_CONFIG_FIELDS, path + ".tlsConfig", at)
+        weight = entry.get("weight") or 0
+        if entry.get("prioritizeVerb") and isinstance(weight, int) and weight <= 0:
+            errors.append(
+                "%s.weight%s: %r: kube-scheduler refuses it, an extender with a prioritizeVerb must have a positive "
+                "weight applied to it; fix: set weight to 1 or more (or drop prioritizeVerb)" % (path, at, weight)
+            )
+        if entry.get("bindVerb"):
+            binders.append((path, at))
+        resources = entry.get("managedResources") or []
+        if not isinstance(resources, list):
+            continue
+        for rindex, resource in enumerate(resources):
+            rpath = "%s.managedResources[%d]" % (path, rindex)
+            if not isinstance(resource, dict):
+                errors.append("%s%s: %r must be a mapping {name, ignoredByScheduler}" % (rpath, at, resource))
+                continue
+            if strict:
+                errors += _field_problems(resource, MANAGED_RESOURCE_FIELDS, rpath, at)
+            name = resource.get("name")
+            if not isinstance(name, str):
+                name = "" if name is None else str(name)
+            for problem in extended_resource_name_problems(name):
+                errors.append(
+                    "%s.name%s: %r: %s; kube-scheduler refuses it; fix: use an extended resource name such as "
+                    "'telemetry/scheduling'" % (rpath, at, name, problem)
+                )
+            if name in managed:
+                first_path, first_at = managed[name]
+                errors.append(
+                    "%s.name%s: %r is already managed by %s%s: kube-scheduler refuses a duplicate extender managed "
+                    "resource name; fix: keep the resource in one extender only (if the other is an existing TAS "
+                    "extender, remove it from the scheduler configuration first, or do not register a second "
+                    "one)" % (rpath, at, name, first_path, first_at)
+                )
+            else:
+                managed[name] = (rpath, at)
+    if len(binders) > 1:
+        errors.append(
+            "extenders: found %d extenders implementing bind (%s): kube-scheduler allows only one extender with "
+            "a bindVerb; fix: keep bindVerb on one of them"
+            % (len(binders), "; ".join(path + at for path, at in binders))
+        )
+    return errors
+
+
+# --- converting an existing file from an older served version ---------------------------------
+
+# kubescheduler.config.k8s.io versions, oldest first.
+VERSION_ORDER = ("v1alpha1", "v1alpha2", "v1beta1", "v1beta2", "v1beta3", "v1")
+
+# Top-level KubeSchedulerConfiguration fields with the same JSON name, type and meaning in
+# v1beta1, v1beta2, v1beta3 and v1 (k8s.io/kube-scheduler config/<version>/types.go;
+# enableProfiling/enableContentionProfiling are the inlined DebuggingConfiguration). A file made
+# of these converts by changing its apiVersion line and nothing else. "profiles" qualifies only
+# with schedulerName alone (PROFILE_FIELDS); see conversion_blockers for what does not convert.
+CONVERTIBLE_FIELDS = (
+    "apiVersion",
+    "kind",
+    "parallelism",
+    "leaderElection",
+    "clientConnection",
+    "enableProfiling",
+    "enableContentionProfiling",
+    "percentageOfNodesToScore",
+    "podInitialBackoffSeconds",
+    "podMaxBackoffSeconds",
+    "extenders",
+    "profiles",
+)
+PROFILE_FIELDS = ("schedulerName",)
+
+# Why a field blocks the conversion (the warning names it, so the user can convert by hand).
+NOT_CONVERTIBLE = {
+    "healthzBindAddress": "v1 has no healthzBindAddress (kube-scheduler serves /healthz on --secure-port)",
+    "metricsBindAddress": "v1 has no metricsBindAddress (kube-scheduler serves /metrics on --secure-port)",
+    "plugins": "plugin names, default plugins and default score weights differ between versions (v1beta2 "
+    "removed NodeLabel, ServiceAffinity, NodeResourcesLeastAllocated, NodeResourcesMostAllocated and "
+    "RequestedToCapacityRatio; v1beta3 raised the default weights of InterPodAffinity, NodeAffinity and "
+    "TaintToleration and added multiPoint)",
+    "pluginConfig": "plugin arguments are versioned with the plugins (see plugins)",
+}
+
+# Versions whose default score weights differ from the newest (KEP-785: v1beta3 set InterPodAffinity
+# and NodeAffinity to 2, TaintToleration to 3); converted files get the new defaults, as the release does
+# once the old version is removed, and the module says so.
+OLD_DEFAULT_WEIGHTS = ("v1beta1", "v1beta2")
+
+
+def config_version(doc):
+    """``'v1beta3'`` of a KubeSchedulerConfiguration's apiVersion (None when not of our group)."""
+    group, _sep, version = str((doc or {}).get("apiVersion", "")).partition("/")
+    return version if group == GROUP else None
+
+
+def conversion_target(version, minor):
+    """The version a file in ``version`` should move to on Kubernetes 1.<minor>, or None (already newest)."""
+    served = served_versions(minor)
+    if not served or version not in served or version == served[0]:
+        return None
+    return served[0]
+
+
+def conversion_blockers(doc, source, target):
+    """Reasons a file in ``source`` cannot become ``target`` by changing apiVersion alone ([] = safe)."""
+    reasons = []
+    for key in doc:
+        if key in CONVERTIBLE_FIELDS:
+            continue
+        reasons.append(
+            "%s: %s" % (key, NOT_CONVERTIBLE.get(key, "not known to mean the same in %s as in %s" % (target, source)))
+        )
+    election = doc.get("leaderElection")
+    if isinstance(election, dict) and election.get("resourceLock") not in (None, "leases"):
+        reasons.append(
+            "leaderElection.resourceLock: %r; newer releases accept only 'leases'" % (election.get("resourceLock"),)
+        )
+    profiles = doc.get("profiles")
+    if isinstance(profiles, list):
+        for index, profile in enumerate(profiles):
+            if not isinstance(profile, dict):
+                reasons.append("profiles[%d]: not a mapping" % index)
+                continue
+            for key in profile:
+                if key not in PROFILE_FIELDS:
+                    reasons.append(
+                        "profiles[%d].%s: %s"
+                        % (index, key, NOT_CONVERTIBLE.get(key, "not known to mean the same in %s" % target))
+                    )
+    elif profiles is not None:
+        reasons.append("profiles: not a list")
+    return reasons

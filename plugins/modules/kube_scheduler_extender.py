@@ -1,6 +1,6 @@
 #!/usr/bin/python
 # Copyright: poweraware.k8s contributors
-# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import annotations
 
@@ -16,7 +16,16 @@ description:
   - The Kubernetes release is read from the manifest's image tag (any registry, port, path, tag
     suffix or digest), unless O(kubernetes_version) is given. Releases before 1.19 are refused.
   - When the manifest already passes C(--config), the extenders are merged into that file by
-    C(urlPrefix); the user's profiles, plugins and other extenders are kept.
+    C(urlPrefix); the user's profiles, plugins and other extenders are kept. A file in an older
+    version the release still serves (for example C(v1beta3) on 1.25-1.28) is converted to the
+    newest one when only C(apiVersion) has to change; otherwise it is kept and the module warns
+    with the fields that block the conversion.
+  - Before anything is written, the merged extender list goes through kube-scheduler's own
+    validation (a C(prioritizeVerb) needs a positive weight, at most one C(bindVerb), a managed
+    resource in one extender only, valid extended resource names, no unknown fields); every
+    problem is reported at once, naming the entry, the value, why and the fix.
+  - An existing mount that covers the configuration file or a TLS directory must be a hostPath of
+    the same node path; another host directory or an C(emptyDir) is refused.
   - The manifest gets only what is missing - the C(--config) flag (in C(command) or C(args),
     wherever the installer keeps the flags), read-only hostPath volumes and mounts for the file
     and the extenders' TLS directories, C(dnsPolicy=ClusterFirstWithHostNet) when an extender URL
@@ -26,7 +35,11 @@ description:
     manifest bytes.
   - Files are replaced atomically; before each change the old manifest and config are copied to
     O(backup_dir) with a UTC timestamp (never into the static pod directory, where kubelet would
-    run them); only the newest O(backup_keep) copies per file are kept.
+    run them); only the newest O(backup_keep) copies per file are kept. A symlinked file is
+    written through to its target (the link stays); a link that leads outside O(root) is refused.
+    When a write fails, what the run already wrote is put back and the result says C(changed=false).
+  - Files with CRLF line endings keep them; files that are not UTF-8 or paths that are directories
+    are refused with a message naming the path.
   - For Kubernetes 1.19-1.22, O(legacy_policy=true) writes the legacy scheduler C(Policy) file
     and the C(--policy-config-file) flag instead.
 author:
@@ -166,9 +179,12 @@ notes:
   - kube-scheduler restarts when its manifest changes. The role C(poweraware.k8s.scheduler_extender)
     waits for it to become healthy and restores the backups when it does not.
 seealso:
-  - name: Scheduler extender configuration (docs/scheduler-extender.md)
-    description: Version table, examples and failure modes.
-    link: https://example.invalid/poweraware/k8s/docs/scheduler-extender.md
+  - name: Scheduler Configuration (Kubernetes documentation)
+    description: The C(KubeSchedulerConfiguration) API, its versions and the migration notes between them.
+    link: https://kubernetes.io/docs/reference/scheduling/config/
+  - name: kube-scheduler configuration (v1) reference
+    description: Every field of the C(Extender) entry the module writes.
+    link: https://kubernetes.io/docs/reference/config-api/kube-scheduler-config.v1/
 """
 
 EXAMPLES = r"""
@@ -187,6 +203,7 @@ EXAMPLES = r"""
         tls:
           cert_file: /etc/kubernetes/pki/tas/client.crt
           key_file: /etc/kubernetes/pki/tas/client.key
+          ca_file: /etc/kubernetes/pki/tas/ca.crt
   register: scheduler
 
 - name: Legacy Policy form on a Kubernetes 1.21 control plane
@@ -260,10 +277,10 @@ record:
   type: dict
 """
 
+import contextlib  # noqa: E402
 import datetime  # noqa: E402
 import os  # noqa: E402
 import tempfile  # noqa: E402
-import traceback  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib  # noqa: E402
 from ansible.module_utils.common.text.converters import to_bytes, to_native  # noqa: E402
@@ -280,17 +297,54 @@ def _host(root, path):
     return os.path.join(root, path.lstrip("/"))
 
 
-def _read(root, path):
-    try:
-        with open(_host(root, path), "rb") as handle:
-            return handle.read().decode("utf-8")
-    except FileNotFoundError:
-        return None
-
-
 def _inside(path, directory):
     path, directory = os.path.normpath(path), os.path.normpath(directory)
     return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def _resolve(root, path):
+    """The real file behind node ``path``: symbolic links followed, refused when they leave ``root``.
+
+    Writing to the resolved path keeps a symlinked manifest a symlink (the file it points to is
+    replaced atomically instead of the link being replaced by a regular file).
+    """
+    host = _host(root, path)
+    real = os.path.realpath(host)
+    if root not in ("", "/") and not _inside(real, os.path.realpath(root)):
+        link = os.readlink(host) if os.path.islink(host) else real
+        raise ms.ManifestError(
+            "%s is a symbolic link to %s, which is outside the node root %s; the module reads and writes only inside "
+            "root; fix: point the link at a file inside the node's file system (a relative link, or an absolute "
+            "one under %s)" % (path, link, root, root)
+        )
+    return real
+
+
+def _read(root, path):
+    """Text of node file ``path`` (None when missing); a clear ManifestError when it cannot be text."""
+    target = _resolve(root, path)
+    try:
+        with open(target, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise ms.ManifestError(
+            "%s is a directory, but a file is expected there; fix: point the path at the file, or remove the "
+            "directory" % path
+        ) from None
+    except OSError as exc:
+        raise ms.ManifestError(
+            "cannot read %s: %s; fix: run the module as root (become: true)" % (path, exc.strerror)
+        ) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ms.ManifestError(
+            "%s is not UTF-8 text (byte 0x%02x at offset %d); Kubernetes manifests and scheduler configurations are "
+            "UTF-8 YAML; fix: convert the file to UTF-8 (for example with iconv -t utf-8) or point the path at the "
+            "right file" % (path, data[exc.start], exc.start)
+        ) from None
 
 
 class Runner:
@@ -301,6 +355,8 @@ class Runner:
         self.stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
 
     def fail(self, msg, **kwargs):
+        # every refusal happens before anything is written, unless a caller says otherwise
+        kwargs.setdefault("changed", False)
         self.module.fail_json(msg=msg, **kwargs)
 
     # --- validation, before anything is touched ---------------------------------------------------
@@ -321,6 +377,12 @@ class Runner:
             errors.append("backup_keep must be at least 1, got %d" % p["backup_keep"])
         if not os.path.isdir(self.root):
             errors.append("root %s is not a directory" % self.root)
+        backup_host = _host(self.root, p["backup_dir"])
+        if os.path.lexists(backup_host) and not os.path.isdir(backup_host):
+            errors.append(
+                "backup_dir %s exists and is not a directory; fix: remove that file or choose another backup_dir"
+                % p["backup_dir"]
+            )
         extenders = []
         if p["state"] == "present":
             if p["kubernetes_version"]:
@@ -334,7 +396,12 @@ class Runner:
                 for ext in extenders:
                     for key in ("cert_file", "key_file", "ca_file"):
                         path = (ext.get("tls") or {}).get(key)
-                        if path and not os.path.isfile(_host(self.root, path)):
+                        if path and os.path.isdir(_host(self.root, path)):
+                            errors.append(
+                                "TLS file %s (%s of %s) is a directory, but a PEM file is expected; fix: point %s at "
+                                "the file" % (path, key, ext["url_prefix"], key)
+                            )
+                        elif path and not os.path.isfile(_host(self.root, path)):
                             message = "TLS file %s (%s of %s) does not exist on the node" % (
                                 path,
                                 key,
@@ -370,7 +437,7 @@ class Runner:
             os.unlink(os.path.join(directory, old))
 
     def write(self, path, text, mode=0o600):
-        target = _host(self.root, path)
+        target = _resolve(self.root, path)
         directory = os.path.dirname(target)
         if not os.path.isdir(directory):
             os.makedirs(directory, mode=0o755)
@@ -411,11 +478,15 @@ class Runner:
     def run(self):
         p = self.params
         extenders = self.validate()
-        manifest_text = _read(self.root, p["manifest_path"])
+        try:
+            manifest_text = _read(self.root, p["manifest_path"])
+        except ms.ManifestError as exc:
+            self.fail("nothing was changed: %s" % to_native(exc), changed=False)
         if manifest_text is None:
             self.fail(
                 "manifest %s not found%s; is this a control-plane node, and is manifest_path right?"
-                % (p["manifest_path"], "" if self.root == "/" else " under root %s" % self.root)
+                % (p["manifest_path"], "" if self.root == "/" else " under root %s" % self.root),
+                changed=False,
             )
         try:
             if p["state"] == "present":
@@ -431,10 +502,16 @@ class Runner:
                 )
             else:
                 plan = ms.plan_absent(
-                    manifest_text, p["manifest_path"], lambda path: _read(self.root, path), self.original_text
+                    manifest_text,
+                    p["manifest_path"],
+                    lambda path: _read(self.root, path),
+                    self.original_text,
+                    config_path=p["config_path"],
                 )
-        except (ms.ManifestError, sc.ConfigError, kv.VersionError) as exc:
-            self.fail("nothing was changed: %s" % to_native(exc))
+        except ms.ManifestError as exc:
+            self.fail("nothing was changed: %s" % to_native(exc), errors=exc.errors, changed=False)
+        except (sc.ConfigError, kv.VersionError) as exc:
+            self.fail("nothing was changed: %s" % to_native(exc), changed=False)
         for warning in plan.warnings:
             self.module.warn(warning)
         result = {
@@ -486,31 +563,70 @@ class Runner:
         # Order matters for a scheduler that restarts as soon as the manifest changes: the config
         # goes first on present (the new manifest must find it), the manifest first on absent
         # (the old manifest must not lose its file while it still references it).
+        done = []  # (node path, its text before this run or None): what to put back on failure
+        backups = []
+        step = "the backups"
         try:
             if plan.file_changed and plan.file_before is not None:
                 result["backup_config"] = self.backup(plan.file_path, plan.file_before)
+                backups.append(result["backup_config"])
             if plan.manifest_changed:
                 result["backup_manifest"] = self.backup(p["manifest_path"], plan.manifest_before)
+                backups.append(result["backup_manifest"])
             if p["state"] == "present":
                 if plan.file_changed:
+                    step = plan.file_path
                     self.write(plan.file_path, plan.file_after)
+                    done.append((plan.file_path, plan.file_before))
                 if plan.manifest_changed:
+                    step = p["manifest_path"]
                     self.write(p["manifest_path"], plan.manifest_after)
+                    done.append((p["manifest_path"], plan.manifest_before))
             else:
                 if plan.manifest_changed:
+                    step = p["manifest_path"]
                     self.write(p["manifest_path"], plan.manifest_after)
+                    done.append((p["manifest_path"], plan.manifest_before))
                 if plan.file_changed:
+                    step = plan.file_path
                     if plan.file_delete:
-                        os.unlink(_host(self.root, plan.file_path))
+                        os.unlink(_resolve(self.root, plan.file_path))
                     else:
                         self.write(plan.file_path, plan.file_after)
-        except OSError as exc:
-            self.fail(
-                "writing failed: %s; the backups listed here hold the previous files" % to_native(exc),
-                exception=traceback.format_exc(),
-                **result,
-            )
+                    done.append((plan.file_path, plan.file_before))
+        except (OSError, ms.ManifestError) as exc:
+            self.roll_back(result, step, exc, done, backups)
         self.module.exit_json(**result)
+
+    def roll_back(self, result, step, exc, done, backups):
+        """Put back what this run wrote (newest first) and fail with an accurate ``changed``.
+
+        A configuration file written for a manifest that could not be replaced must not stay:
+        the next run would take it for the user's own file and state=absent would never remove it.
+        """
+        problems = []
+        for path, before in reversed(done):
+            try:
+                if before is None:
+                    os.unlink(_resolve(self.root, path))
+                else:
+                    self.write(path, before)
+            except (OSError, ms.ManifestError) as undo_exc:
+                problems.append("putting back %s failed too: %s" % (path, to_native(undo_exc)))
+        reason = "writing %s failed: %s" % (step, to_native(getattr(exc, "strerror", None) or exc))
+        if problems:
+            result.update(changed=True)
+            self.fail(
+                "%s; %s; the backups listed here hold the previous files" % (reason, "; ".join(problems)), **result
+            )
+        for backup in backups:  # nothing changed, so nothing to restore from
+            with contextlib.suppress(OSError):
+                os.unlink(_host(self.root, backup))
+        result.update(
+            changed=False, manifest_changed=False, config_changed=False, backup_manifest=None, backup_config=None
+        )
+        undone = " and everything this run had written was put back" if done else ""
+        self.fail("%s; nothing was changed%s" % (reason, undone), **result)
 
 
 def main():

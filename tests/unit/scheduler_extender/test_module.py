@@ -14,6 +14,7 @@ import pytest
 import yaml
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.poweraware.k8s.plugins.modules import kube_scheduler_extender
+from poweraware_testing import as_target_process
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from cases import GOLDEN, TAS_EXTENDER  # noqa: E402
@@ -28,7 +29,7 @@ def run(args: dict, check=False, diff=False) -> dict:
     full["_ansible_check_mode"] = check
     full["_ansible_diff"] = diff
     out = io.StringIO()
-    with patch_module_args(full), redirect_stdout(out), pytest.raises(SystemExit):
+    with as_target_process(), patch_module_args(full), redirect_stdout(out), pytest.raises(SystemExit):
         kube_scheduler_extender.main()
     return json.loads(out.getvalue())
 

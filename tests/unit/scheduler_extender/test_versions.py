@@ -56,7 +56,7 @@ def test_parse_version_refuses_garbage(text):
         kv.parse_version(text)
 
 
-# DESIGN.md section 2, checked against the kube-scheduler config API registrations per release.
+# The project design notes (section 2), checked against the kube-scheduler config API registrations per release.
 DESIGN_TABLE = {
     18: {"v1alpha1", "v1alpha2"},
     19: {"v1beta1"},
