@@ -1,4 +1,4 @@
-"""Build realistic fake sysfs trees (cpufreq, intel_pstate/amd_pstate, powercap/RAPL) for the lab and tests.
+"""Build realistic fake sysfs trees (cpufreq, cpuidle, uncore, powercap/RAPL, hwmon) for the lab and tests.
 
 ``build_tree(root, scenario, **shape)`` writes a plain directory tree shaped like
 ``/sys`` on a machine with the given CPU power driver. A plain tree cannot enforce the kernel's
@@ -13,6 +13,15 @@ Layout written (paths relative to ``root``)::
     devices/system/cpu/cpufreq/policyX/...      (scaling_*, cpuinfo_*, related_cpus, EPP ...)
     devices/system/cpu/intel_pstate/{status,no_turbo,...} | devices/system/cpu/amd_pstate/status
     class/powercap/intel-rapl:N/{name,energy_uj,max_energy_range_uj,constraint_0_*}  (+ psys)
+
+and, for the scenarios that ask for them (shape keys ``idle``, ``uncore``, ``powercap``, ``hwmon``)::
+
+    devices/system/cpu/cpuidle/{current_driver,current_governor,...}
+    devices/system/cpu/cpuN/cpuidle/stateK/{name,desc,latency,residency,disable,...}  (online CPUs only)
+    devices/system/cpu/intel_uncore_frequency/package_XX_die_YY/...   (legacy)
+    devices/system/cpu/intel_uncore_frequency/uncoreNN/...            (TPMI, + package_XX_die_00)
+    class/powercap/intel-rapl:N/constraint_{0,1}_*  (locked: the kernel model refuses writes)
+    class/hwmon/hwmonN/{name,energyN_input,energyN_label | power1_input,power1_label}
 
 Command line: ``python lab/fake_sysfs.py ROOT SCENARIO [--cpus N] [--rebuild]``.
 """
@@ -40,7 +49,63 @@ SCENARIOS = {
     "hybrid": {"cpus": 8, "offline": "", "driver": "intel_pstate", "p_cores": 4},
     "offline_cpus": {"cpus": 8, "offline": "6-7", "driver": "intel_pstate"},
     "no_cpufreq": {"cpus": 4, "offline": "", "driver": None},
-}
+    # C-states, uncore, power cap and power-reading flavours (docs/node-power.md, "The other controls")
+    "intel_idle_uncore": {
+        "cpus": 8, "offline": "", "driver": "intel_pstate", "packages": 2,
+        "idle": "intel_idle", "uncore": "legacy", "powercap": "rapl_pl2",
+    },
+    "acpi_idle": {
+        "cpus": 8, "offline": "7", "driver": "acpi-cpufreq", "policy_size": 2,
+        "idle": "acpi_idle", "powercap": "rapl_pl2",
+    },
+    "uncore_tpmi": {
+        "cpus": 8, "offline": "", "driver": "intel_pstate", "packages": 2,
+        "idle": "intel_idle_spr", "uncore": "tpmi", "powercap": "rapl_pl2",
+    },
+    "amd_no_uncore": {
+        "cpus": 8, "offline": "", "driver": "amd-pstate-epp", "idle": "acpi_idle_amd", "powercap": "energy_only",
+    },
+    "powercap_locked": {
+        "cpus": 4, "offline": "", "driver": "intel_pstate", "idle": "intel_idle", "uncore": "legacy",
+        "powercap": "locked",
+    },
+    "hwmon_only": {
+        "cpus": 4, "offline": "", "driver": None, "idle": "psci_idle", "powercap": None, "hwmon": "platform",
+    },
+    "amd_energy_hwmon": {
+        "cpus": 4, "offline": "", "driver": "acpi-cpufreq", "policy_size": 1, "packages": 2,
+        "idle": "acpi_idle_amd", "powercap": None, "hwmon": "amd_energy",
+    },
+}  # fmt: skip
+
+# cpuidle states per driver: (name, desc, exit latency us, target residency us). intel_idle tables
+# from drivers/idle/intel_idle.c (skx_cstates, spr_cstates); acpi_idle latencies come from the
+# firmware's _CST (typical values); state0 of the x86 drivers is the poll state
+# (drivers/cpuidle/poll_state.c); psci_idle state0 is WFI (drivers/cpuidle/cpuidle-psci.c).
+IDLE_STATES = {
+    "intel_idle": [
+        ("POLL", "CPUIDLE CORE POLL IDLE", 0, 0), ("C1", "MWAIT 0x00", 2, 2),
+        ("C1E", "MWAIT 0x01", 10, 20), ("C6", "MWAIT 0x20", 133, 600),
+    ],
+    "intel_idle_spr": [
+        ("POLL", "CPUIDLE CORE POLL IDLE", 0, 0), ("C1", "MWAIT 0x00", 1, 1),
+        ("C1E", "MWAIT 0x01", 2, 4), ("C6", "MWAIT 0x20", 290, 800),
+    ],
+    "acpi_idle": [
+        ("POLL", "CPUIDLE CORE POLL IDLE", 0, 0), ("C1", "ACPI FFH MWAIT 0x0", 1, 1),
+        ("C2", "ACPI FFH MWAIT 0x10", 41, 82), ("C3", "ACPI FFH MWAIT 0x20", 133, 266),
+    ],
+    "acpi_idle_amd": [
+        ("POLL", "CPUIDLE CORE POLL IDLE", 0, 0), ("C1", "ACPI FFH MWAIT 0x0", 1, 2),
+        ("C2", "ACPI IOPORT 0x814", 18, 36), ("C3", "ACPI IOPORT 0x815", 350, 700),
+    ],
+    "psci_idle": [("WFI", "ARM WFI", 1, 1), ("cpu-sleep", "cpu-sleep", 150, 2000),
+                  ("cluster-sleep", "cluster-sleep", 800, 5000)],
+}  # fmt: skip
+IDLE_DRIVER = {"intel_idle_spr": "intel_idle", "acpi_idle_amd": "acpi_idle"}
+# uncore ranges in kHz per domain: (initial_min, initial_max)
+UNCORE_LEGACY = (800000, 2400000)
+UNCORE_TPMI = [(800000, 2200000), (800000, 2500000)]  # compute and IO domains of each package
 
 # per-driver CPU limits in kHz: (cpuinfo_min, cpuinfo_max, base or None)
 LIMITS = {
@@ -107,7 +172,81 @@ def _policy(pdir: pathlib.Path, driver, related, online, limits, governor, epp):
         _put(pdir / "scaling_available_frequencies", " ".join(str(s) for s in steps), 0o444)
 
 
-def _rapl(root: pathlib.Path, packages, tdp_w, energy_mode):
+def _cpuidle(cpu_dir: pathlib.Path, kind, online):
+    _put(cpu_dir / "cpuidle" / "current_driver", IDLE_DRIVER.get(kind, kind), 0o444)
+    _put(cpu_dir / "cpuidle" / "current_governor", "menu")
+    _put(cpu_dir / "cpuidle" / "current_governor_ro", "menu", 0o444)
+    _put(cpu_dir / "cpuidle" / "available_governors", "ladder menu teo", 0o444)
+    for cpu in online:  # a CPU that was never online has no cpuidle device
+        for index, (name, desc, latency, residency) in enumerate(IDLE_STATES[kind]):
+            sdir = cpu_dir / f"cpu{cpu}" / "cpuidle" / f"state{index}"
+            _put(sdir / "name", name, 0o444)
+            _put(sdir / "desc", desc, 0o444)
+            _put(sdir / "latency", latency, 0o444)
+            _put(sdir / "residency", residency, 0o444)
+            _put(sdir / "power", 4294967295, 0o444)
+            _put(sdir / "usage", 1000 * (index + 1), 0o444)
+            _put(sdir / "time", 50000 * (index + 1), 0o444)
+            _put(sdir / "disable", 0)
+            _put(sdir / "default_status", "enabled", 0o444)
+
+
+def _uncore_dir(udir: pathlib.Path, lo, hi, ids=None):
+    _put(udir / "initial_min_freq_khz", lo, 0o444)
+    _put(udir / "initial_max_freq_khz", hi, 0o444)
+    _put(udir / "min_freq_khz", lo)
+    _put(udir / "max_freq_khz", hi)
+    _put(udir / "current_freq_khz", (lo + hi) // 200000 * 100000, 0o400)
+    for key, value in (ids or {}).items():
+        _put(udir / key, value, 0o400)
+
+
+def _uncore(cpu_dir: pathlib.Path, kind, packages):
+    base = cpu_dir / "intel_uncore_frequency"
+    index = 0
+    for pkg in range(packages):
+        if kind == "legacy":
+            _uncore_dir(base / f"package_{pkg:02d}_die_00", *UNCORE_LEGACY)
+            continue
+        # TPMI: a package-level directory (writes apply to every cluster) and one per power domain
+        _uncore_dir(base / f"package_{pkg:02d}_die_00", UNCORE_TPMI[0][0], max(hi for _lo, hi in UNCORE_TPMI))
+        for domain, (lo, hi) in enumerate(UNCORE_TPMI):
+            ids = {"package_id": pkg, "domain_id": domain, "fabric_cluster_id": 0}
+            _uncore_dir(base / f"uncore{index:02d}", lo, hi, ids)
+            index += 1
+
+
+def _hwmon(root: pathlib.Path, kind, packages, cpus, energy_mode):
+    base = root / "class" / "hwmon" / "hwmon0"
+    if kind == "amd_energy":  # drivers/hwmon/amd_energy.c: Ecore%03u per core, then Esocket%u per socket
+        _put(base / "name", "amd_energy", 0o444)
+        labels = [f"Ecore{c:03d}" for c in range(cpus)] + [f"Esocket{p}" for p in range(packages)]
+        for channel, label in enumerate(labels, start=1):
+            _put(base / f"energy{channel}_input", 5000000 * channel, energy_mode)
+            _put(base / f"energy{channel}_label", label, 0o444)
+        return
+    # a platform driver (xgene-hwmon style): SoC power sensors in microwatts
+    _put(base / "name", "apm_xgene", 0o444)
+    _put(base / "power1_input", 14760000, 0o444)
+    _put(base / "power1_label", "CPU power", 0o444)
+    _put(base / "power2_input", 31070000, 0o444)
+    _put(base / "power2_label", "IO power", 0o444)
+    _put(base / "temp1_input", 40000, 0o444)
+    _put(base / "temp1_label", "SoC Temperature", 0o444)
+
+
+def _rapl_constraints(zone: pathlib.Path, tdp_w, enabled):
+    """PL1 (long_term) and PL2 (short_term) with their limits, as intel_rapl_common exposes them."""
+    _put(zone / "constraint_0_min_time_window_us", 976, 0o444)
+    _put(zone / "constraint_0_max_time_window_us", 40000000, 0o444)
+    _put(zone / "constraint_1_name", "short_term", 0o444)
+    _put(zone / "constraint_1_max_power_uw", int(tdp_w * 1_500_000), 0o444)
+    _put(zone / "constraint_1_power_limit_uw", int(tdp_w * 1_250_000))
+    _put(zone / "constraint_1_time_window_us", 2440)
+    _put(zone / "enabled", enabled)
+
+
+def _rapl(root: pathlib.Path, packages, tdp_w, energy_mode, kind="rapl"):
     base = root / "class" / "powercap"
     base.mkdir(parents=True, exist_ok=True)
     _put(base / "intel-rapl" / "enabled", 1)
@@ -117,14 +256,21 @@ def _rapl(root: pathlib.Path, packages, tdp_w, energy_mode):
         _put(zone / "enabled", 1)
         _put(zone / "energy_uj", 123456789 + pkg * 1000, energy_mode)
         _put(zone / "max_energy_range_uj", 262143328850, 0o444)
+        if kind == "energy_only":  # AMD: energy counters, no power-limit constraints
+            continue
         _put(zone / "constraint_0_name", "long_term", 0o444)
         _put(zone / "constraint_0_max_power_uw", int(tdp_w * 1_000_000), 0o444)
         _put(zone / "constraint_0_power_limit_uw", int(tdp_w * 1_000_000))
         _put(zone / "constraint_0_time_window_us", 27983872)
+        if kind in ("rapl_pl2", "locked"):
+            # a BIOS-locked limit reads as disabled (intel_rapl_common.c get_domain_enable)
+            _rapl_constraints(zone, tdp_w, 0 if kind == "locked" else 1)
         sub = base / f"intel-rapl:{pkg}:0"
         _put(sub / "name", "dram", 0o444)
         _put(sub / "energy_uj", 4242 + pkg, energy_mode)
         _put(sub / "max_energy_range_uj", 65712999613, 0o444)
+    if kind == "energy_only":
+        return
     psys = base / f"intel-rapl:{packages}"
     _put(psys / "name", "psys", 0o444)
     _put(psys / "energy_uj", 987654, energy_mode)
@@ -136,7 +282,10 @@ def build_tree(root: pathlib.Path, scenario: str, rebuild: bool = False, **shape
 
     Shape keywords (all optional): ``cpus`` (number of present CPUs), ``offline`` (cpulist),
     ``policy_size`` (CPUs per policy, acpi-cpufreq), ``p_cores`` (hybrid), ``governor``, ``epp``,
-    ``packages`` (RAPL packages), ``tdp_w``, ``energy_readable`` (False: energy_uj mode 0400).
+    ``packages`` (RAPL packages), ``tdp_w``, ``energy_readable`` (False: energy_uj mode 0400),
+    ``idle`` (a key of ``IDLE_STATES``), ``uncore`` (``legacy`` / ``tpmi``), ``powercap`` (``rapl``
+    (default), ``rapl_pl2``, ``locked``, ``energy_only`` or None), ``hwmon`` (``amd_energy`` /
+    ``platform``).
 
     An existing tree built for the same scenario and shape is left as it is (it holds the state
     the roles applied); ``rebuild=True`` or a different scenario/shape replaces it.
@@ -155,6 +304,10 @@ def build_tree(root: pathlib.Path, scenario: str, rebuild: bool = False, **shape
         "packages",
         "tdp_w",
         "energy_readable",
+        "idle",
+        "uncore",
+        "powercap",
+        "hwmon",
     }
     if unknown:
         raise TypeError(f"unknown shape argument(s): {', '.join(sorted(unknown))}")
@@ -228,12 +381,17 @@ def build_tree(root: pathlib.Path, scenario: str, rebuild: bool = False, **shape
                 if cpu in online:  # the kernel removes the link when a CPU goes offline
                     os.symlink(f"../cpufreq/policy{owner}", cpu_dir / f"cpu{cpu}" / "cpufreq")
 
-    _rapl(
-        root,
-        int(opts.get("packages") or 1),
-        float(opts.get("tdp_w") or 125.0),
-        0o444 if opts.get("energy_readable", True) else 0o400,
-    )
+    packages = int(opts.get("packages") or 1)
+    energy_mode = 0o444 if opts.get("energy_readable", True) else 0o400
+    if opts.get("idle"):
+        _cpuidle(cpu_dir, opts["idle"], online)
+    if opts.get("uncore"):
+        _uncore(cpu_dir, opts["uncore"], packages)
+    powercap = opts.get("powercap", "rapl")
+    if powercap:
+        _rapl(root, packages, float(opts.get("tdp_w") or 125.0), energy_mode, powercap)
+    if opts.get("hwmon"):
+        _hwmon(root, opts["hwmon"], packages, n, 0o400 if opts["hwmon"] == "amd_energy" else 0o444)
     marker.write_text(json.dumps(signature))
     return root
 

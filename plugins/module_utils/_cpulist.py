@@ -1,5 +1,5 @@
 # Copyright: poweraware.k8s contributors
-# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Linux CPU list strings (``0-3,8,10-11``) as used by sysfs, the kubelet and taskset.
 
 Pure logic, no Ansible imports; runs on targets, so Python 3.9 compatible.

@@ -1,5 +1,5 @@
 # Copyright: poweraware.k8s contributors
-# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Node power models: wall power in watts as a function of CPU utilisation in percent.
 
 Pure Python (no Ansible, no numpy), Python 3.9 compatible, deterministic.

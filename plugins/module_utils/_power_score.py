@@ -1,5 +1,5 @@
 # Copyright: poweraware.k8s contributors
-# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """PEAKS-style power scores: which node takes a pod for the smallest rise in wall power.
 
 Pure Python, no Ansible imports, Python 3.9 compatible.

@@ -1,5 +1,5 @@
 # Copyright: poweraware.k8s contributors
-# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Validation of Telemetry Aware Scheduling policies (``TASPolicy``, telemetry.intel.com/v1alpha1).
 
 Pure logic, no Ansible imports, Python 3.9 compatible.
@@ -12,7 +12,8 @@ The rules are those of the upstream CRD's openAPI schema (intel/platform-aware-s
 * ``logicalOperator`` is ``allOf`` or ``anyOf``;
 * every rule has a ``metricname`` matching ``^[a-zA-Z0-9_-]+$`` and an ``operator`` out of
   ``Equals``, ``LessThan``, ``GreaterThan``; ``target`` is an int64 (not a float, not a string,
-  not a boolean); ``labels`` is a list of strings;
+  not a boolean; :func:`normalize_policy` first turns whole-number strings such as ``"70"``, which
+  is what ``-e name=value`` gives, into integers); ``labels`` is a list of strings;
 * ``scheduleonmetric`` ranks nodes by its first rule only and only ``LessThan`` (lowest first) or
   ``GreaterThan`` (highest first) define an order, so it takes exactly one such rule;
 * the filtering strategies compare against ``target``, so they need one;
@@ -26,6 +27,7 @@ carries the stripped prefix never matches anything in TAS, so it is reported wit
 
 from __future__ import annotations
 
+import copy
 import re
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "OPERATORS",
     "STRATEGIES",
     "adapter_metric_name",
+    "normalize_policy",
     "validate_policy",
     "validate_spec",
 ]
@@ -50,6 +53,8 @@ STRATEGY_KEYS = ("policyName", "logicalOperator", "rules")
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 
+# A whole number written as a string, as ``-e name=value`` gives every value: "70", "+70", " -5 ".
+_INTEGER_STRING = re.compile(r"^\s*[-+]?[0-9]+\s*$")
 _METRIC_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -120,7 +125,15 @@ def _check_target(where, rule, required, errors):
             errors.append("%s.target is required for this strategy (an integer to compare the metric with)" % where)
         return
     target = rule["target"]
-    if isinstance(target, bool) or not isinstance(target, int):
+    if isinstance(target, str):
+        if _INTEGER_STRING.match(target):
+            hint = "write it as a number, or pass the policy through normalize_policy (filter tas_policy_normalized)"
+        else:
+            hint = "which is not a whole number"
+        errors.append(
+            "%s.target must be an integer (the CRD declares int64), got string %r, %s" % (where, target, hint)
+        )
+    elif isinstance(target, bool) or not isinstance(target, int):
         errors.append(
             "%s.target must be an integer (the CRD declares int64), got %s %r" % (where, _type_name(target), target)
         )
@@ -205,6 +218,31 @@ def _check_strategy(name, strategy, known_metrics, stripped_prefix, errors):
         errors.append("%s.rules has %d rules: scheduleonmetric ranks nodes by exactly one rule" % (where, len(rules)))
     for index, rule in enumerate(rules):
         _check_rule("%s.rules[%d]" % (where, index), name, rule, known_metrics, stripped_prefix, errors)
+
+
+def normalize_policy(policy):
+    """Return a copy of ``policy`` whose rule targets written as whole-number strings are integers.
+
+    Values given on the command line (``-e tas_policy_max_tdp_percent=70``) and many templated
+    values are strings; the CRD declares ``target`` an int64, so ``"70"`` becomes ``70``. Anything
+    else (``"70%"``, ``60.5``, a boolean, an odd structure) is left exactly as it is, for
+    :func:`validate_policy` to report with the field named. The input is not modified.
+    """
+    if not isinstance(policy, dict):
+        return policy
+    policy = copy.deepcopy(policy)
+    spec = policy.get("spec")
+    strategies = spec.get("strategies") if isinstance(spec, dict) else None
+    if not isinstance(strategies, dict):
+        return policy
+    for strategy in strategies.values():
+        rules = strategy.get("rules") if isinstance(strategy, dict) else None
+        if not isinstance(rules, list):
+            continue
+        for rule in rules:
+            if isinstance(rule, dict) and isinstance(rule.get("target"), str) and _INTEGER_STRING.match(rule["target"]):
+                rule["target"] = int(rule["target"].strip())
+    return policy
 
 
 def validate_spec(spec, known_metrics=None, stripped_prefix="node_"):

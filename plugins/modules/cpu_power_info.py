@@ -1,12 +1,12 @@
 #!/usr/bin/python
 # Copyright: poweraware.k8s contributors
-# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: cpu_power_info
-short_description: Gather CPU frequency scaling, EPP and RAPL facts from sysfs
+short_description: Gather CPU frequency scaling, EPP, C-state, uncore, power cap and power-reading facts from sysfs
 version_added: 0.1.0
 description:
   - Reports the cpufreq scaling driver and the intel_pstate / amd_pstate mode, the available
@@ -14,6 +14,10 @@ description:
     offline CPUs, the cpufreq policies and the CPUs that share them, CPU groups with identical
     limits (hybrid P/E cores), and the RAPL package zones (name, package, TDP, whether
     C(energy_uj) is readable).
+  - Also reports the cpuidle driver, governor and states (with the CPUs where each is disabled),
+    the uncore frequency domains (C(intel_uncore_frequency), legacy or TPMI), the powercap package
+    zones with their power-limit constraints, and where package power can be read (RAPL powercap,
+    or hwmon - C(amd_energy) or a platform driver - where RAPL is missing).
   - Works on a machine without cpufreq; RV(cpu_power.cpufreq_available) is then V(false) and
     RV(cpu_power.messages) says why nothing can be applied.
   - Reads only; never writes sysfs.
@@ -155,6 +159,54 @@ cpu_power:
         zones: [{zone: "intel-rapl:0", name: package-0, package: 0, die: null, tdp_w: 125.0,
                  max_energy_range_uj: 262143328850, energy_readable: true}]
         skipped: [{zone: "intel-rapl:1", name: psys}]
+    cpuidle:
+      description: The cpuidle driver and governor, and the idle states (per state, the CPUs where it is disabled).
+      type: dict
+      sample:
+        available: true
+        driver: intel_idle
+        governor: menu
+        states:
+          - {state: state0, name: POLL, desc: CPUIDLE CORE POLL IDLE, latency_us: 0, residency_us: 0, disabled_cpus: ""}
+          - {state: state3, name: C6, desc: MWAIT 0x20, latency_us: 133, residency_us: 600, disabled_cpus: "4-7"}
+        cpus_without_cpuidle: ""
+        messages: []
+    uncore:
+      description:
+        - Uncore frequency domains (kHz).
+        - C(interface) is V(legacy), V(tpmi) or null (AMD, ARM, driver not loaded).
+      type: dict
+      sample:
+        available: true
+        interface: legacy
+        domains: [{name: package_00_die_00, package: 0, die: 0, domain_id: null, min_khz: 800000, max_khz: 2400000,
+                   initial_min_khz: 800000, initial_max_khz: 2400000, current_khz: 1600000,
+                   path: devices/system/cpu/intel_uncore_frequency/package_00_die_00}]
+        package_dirs: []
+        messages: []
+    powercap:
+      description:
+        - RAPL package zones with C(enabled) and their power-limit constraints (microwatts, microseconds).
+        - C(available) is false without constraints (AMD exposes energy counters only) or without powercap.
+        - A BIOS-locked limit cannot be seen here (C(enabled) reads 0); a write to it fails with EACCES.
+      type: dict
+      sample:
+        available: true
+        zones: [{zone: "intel-rapl:0", name: package-0, package: 0, die: null, enabled: "1",
+                 constraints: [{index: 0, name: long_term, power_limit_uw: 125000000, time_window_us: 27983872,
+                                max_power_uw: 125000000, min_power_uw: null, max_time_window_us: 40000000,
+                                min_time_window_us: 976}]}]
+        messages: []
+    power_reading:
+      description:
+        - Where package power can be read, the same discovery the collectd plugin uses.
+        - C(source) is V(rapl) (powercap zones), V(hwmon) (C(amd_energy) C(Esocket) counters, or a platform
+          driver's C(energy1_input) / C(power1_input)) or null.
+      type: dict
+      sample:
+        source: hwmon
+        zones: [{name: package-0, attr: power1_input, kind: power, driver: apm_xgene, label: CPU power, package: 0}]
+        messages: ["no RAPL powercap package zone: package power is read from hwmon"]
     messages:
       description: Human-readable notes (no cpufreq, offline CPUs).
       type: list
@@ -163,7 +215,7 @@ cpu_power:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.poweraware.k8s.plugins.module_utils._cpufreq import (  # noqa: E402
+from ansible_collections.poweraware.k8s.plugins.module_utils._power_apply import (  # noqa: E402
     PowerError,
     SysfsAccessor,
     gather_info,

@@ -1,12 +1,12 @@
 #!/usr/bin/python
 # Copyright: poweraware.k8s contributors
-# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: cpu_power_profile
-short_description: Apply or remove a CPU frequency / governor / EPP profile through sysfs
+short_description: Apply or remove a CPU power profile (P-states, C-states, uncore, power cap) through sysfs
 version_added: 0.1.0
 description:
   - Sets C(scaling_min_freq), C(scaling_max_freq), C(scaling_governor) and
@@ -26,6 +26,14 @@ description:
   - Before the first change of an attribute its original value is recorded once in O(state_file)
     (JSON, replaced atomically). O(state=absent) restores those originals and forgets them.
   - If a write or read-back fails midway, the values this run changed are restored and the module fails.
+  - O(cstates) disables or enables idle states of the same CPUs through
+    C(cpuN/cpuidle/stateK/disable); O(uncore) sets the uncore frequency range of every package/die
+    (C(intel_uncore_frequency)); O(power_cap) sets a RAPL package power limit (powercap). They get
+    the same guarantees - everything (P-states and these) is validated before the first write, every
+    problem is reported at once, each value is read back, originals are journaled in O(state_file),
+    a failure rolls back everything this run changed, and O(state=absent) restores them.
+  - A control the machine does not have (no C(intel_uncore_frequency) on AMD and ARM, no RAPL power
+    limits, no cpuidle driver) changes nothing and says so in RV(messages).
 author:
   - poweraware.k8s contributors (@poweraware)
 extends_documentation_fragment:
@@ -35,7 +43,9 @@ attributes:
     support: full
   diff_mode:
     support: full
-    details: The diff is a per-CPU before/after table (policy, min/max MHz, governor, EPP).
+    details:
+      - The diff is a per-CPU before/after table (policy, min/max MHz, governor, EPP), followed by
+        one line per C-state, uncore or power-cap attribute that changes.
   idempotent:
     support: full
 options:
@@ -68,9 +78,81 @@ options:
       - Energy-performance preference, for example V(performance), V(balance_performance),
         V(balance_power), V(power). V(default) is refused because it cannot be verified on read-back.
     type: str
+  cstates:
+    description:
+      - C-states of the O(cpus) (minus O(reserved_cpus)), through C(cpuidle/stateK/disable).
+      - States not named and not covered by O(cstates.max_latency_us) are left as they are.
+      - state0 (C(POLL) under intel_idle and acpi_idle, C(WFI) under psci_idle) is never disabled.
+    type: dict
+    suboptions:
+      disable:
+        description: Names of the states to disable, as in C(stateK/name) (V(C6), V(C1E), ...).
+        type: list
+        elements: str
+      enable:
+        description: Names of the states to enable.
+        type: list
+        elements: str
+      max_latency_us:
+        description:
+          - Disable every state whose exit latency (C(stateK/latency), microseconds) is above this
+            value and enable every state at or below it.
+        type: int
+  uncore:
+    description:
+      - Uncore frequency range of every package/die (or of O(uncore.packages)), through
+        C(intel_uncore_frequency/package_XX_die_YY) (legacy) or C(uncoreNN) (TPMI; the
+        package-level directory is left alone). Values must lie within each domain's
+        C(initial_min_freq_khz)-C(initial_max_freq_khz) and be multiples of 100000 kHz.
+    type: dict
+    suboptions:
+      min_khz:
+        description: Minimum uncore frequency in kHz.
+        type: int
+      max_khz:
+        description: Maximum uncore frequency in kHz.
+        type: int
+      min_pct:
+        description:
+          - Minimum as a percentage (0-100) of each domain's initial range, rounded down to 100 MHz.
+          - Mutually exclusive with O(uncore.min_khz).
+        type: int
+      max_pct:
+        description: Maximum as a percentage (0-100) of each domain's initial range.
+        type: int
+      packages:
+        description: Package ids to set; default every package.
+        type: list
+        elements: int
+  power_cap:
+    description:
+      - A RAPL package power limit through powercap (C(constraint_K_power_limit_uw),
+        C(constraint_K_time_window_us), C(enabled)), within the constraint's C(max_power_uw).
+      - A limit locked by the BIOS is refused by the kernel (EACCES) at the first write; the run
+        then rolls back and fails.
+    type: dict
+    suboptions:
+      watts:
+        description: The power limit in watts.
+        type: float
+        required: true
+      time_window_us:
+        description: The averaging time window in microseconds (read back to the hardware's resolution).
+        type: int
+      packages:
+        description: Package ids to cap; default every package zone.
+        type: list
+        elements: int
+      constraint:
+        description: The constraint to set.
+        type: str
+        choices: [long_term, short_term]
+        default: long_term
   state:
     description:
       - V(present) applies the profile; V(absent) restores the original values recorded in O(state_file).
+      - With O(state=absent) and O(cpus), only the P-states and C-states of those CPUs are restored;
+        uncore and power-cap originals are restored when O(cpus) is omitted or V(all).
     type: str
     choices: [present, absent]
     default: present
@@ -91,7 +173,8 @@ options:
     type: int
     default: 100
 notes:
-  - Frequencies in sysfs are kHz; this module speaks MHz.
+  - Frequencies in sysfs are kHz; this module speaks MHz for P-states and kHz for the uncore
+    (as C(intel_uncore_frequency) does).
   - A CPU list that splits a cpufreq policy shared by several CPUs (C(related_cpus)) is refused,
     because one write changes every CPU of the policy.
 seealso:
@@ -102,6 +185,15 @@ seealso:
   - name: intel_pstate
     description: Documentation/admin-guide/pm/intel_pstate.rst
     link: https://docs.kernel.org/admin-guide/pm/intel_pstate.html
+  - name: CPU idle time management
+    description: Documentation/admin-guide/pm/cpuidle.rst
+    link: https://docs.kernel.org/admin-guide/pm/cpuidle.html
+  - name: Intel uncore frequency scaling
+    description: Documentation/admin-guide/pm/intel_uncore_frequency_scaling.rst
+    link: https://docs.kernel.org/admin-guide/pm/intel_uncore_frequency_scaling.html
+  - name: Power capping framework
+    description: Documentation/power/powercap/powercap.rst
+    link: https://docs.kernel.org/power/powercap/powercap.html
 """
 
 EXAMPLES = r"""
@@ -119,6 +211,23 @@ EXAMPLES = r"""
     max_mhz: max
     governor: powersave
     epp: performance
+
+- name: Low-latency pool - no C6, nothing deeper than 20 us, uncore at 50-100 % of its range
+  poweraware.k8s.cpu_power_profile:
+    cpus: "4-7"
+    cstates:
+      disable: [C6]
+      max_latency_us: 20
+    uncore:
+      min_pct: 50
+      max_pct: 100
+
+- name: Cap every package at 150 W over 1 s
+  poweraware.k8s.cpu_power_profile:
+    cpus: all
+    power_cap:
+      watts: 150
+      time_window_us: 1000000
 
 - name: Restore the original settings of every CPU this module touched
   poweraware.k8s.cpu_power_profile:
@@ -168,6 +277,24 @@ policies:
       description: Values after this run, read back from sysfs (predicted in check mode).
       type: dict
       sample: {min_mhz: 800, max_mhz: 3000, governor: powersave, epp: power}
+controls:
+  description:
+    - With O(state=present), one entry per requested control (C(cstates), C(uncore), C(power_cap)).
+    - With O(state=absent), C(restored) and C(unchanged) list the attributes written back or already at their original.
+  returned: always
+  type: dict
+  sample:
+    cstates:
+      available: true
+      changed: ["cpu4 state3 (C6) disable"]
+      settings: [{attribute: "cpu4 state3 (C6) disable", before: "0", after: "1"}]
+      messages: []
+messages:
+  description: Controls this machine does not have (skipped, nothing changed), attributes gone since they were recorded.
+  returned: always
+  type: list
+  elements: str
+  sample: ["uncore: no intel_uncore_frequency directory (...); uncore skipped, nothing changed"]
 state_file:
   description: Path of the file holding the original values.
   returned: always
@@ -176,15 +303,22 @@ state_file:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.poweraware.k8s.plugins.module_utils._cpufreq import (  # noqa: E402
+from ansible_collections.poweraware.k8s.plugins.module_utils._power_apply import (  # noqa: E402
     ApplyError,
     PowerError,
     Request,
     SysfsAccessor,
     ValidationError,
-    apply_profile,
-    restore_profile,
+    apply_controls,
+    restore_controls,
 )
+
+
+def _given(spec):
+    """A dict option without the sub-options the user left out (Ansible fills them with None)."""
+    if spec is None:
+        return None
+    return {k: v for k, v in spec.items() if v is not None}
 
 
 def run_module():
@@ -200,6 +334,33 @@ def run_module():
             sysfs_root=dict(type="path", default="/sys"),
             state_file=dict(type="path", default="/var/lib/poweraware/cpu_power_state.json"),
             tolerance_mhz=dict(type="int", default=100),
+            cstates=dict(
+                type="dict",
+                options=dict(
+                    disable=dict(type="list", elements="str"),
+                    enable=dict(type="list", elements="str"),
+                    max_latency_us=dict(type="int"),
+                ),
+            ),
+            uncore=dict(
+                type="dict",
+                options=dict(
+                    min_khz=dict(type="int"),
+                    max_khz=dict(type="int"),
+                    min_pct=dict(type="int"),
+                    max_pct=dict(type="int"),
+                    packages=dict(type="list", elements="int"),
+                ),
+            ),
+            power_cap=dict(
+                type="dict",
+                options=dict(
+                    watts=dict(type="float", required=True),
+                    time_window_us=dict(type="int"),
+                    packages=dict(type="list", elements="int"),
+                    constraint=dict(type="str", choices=["long_term", "short_term"], default="long_term"),
+                ),
+            ),
         ),
         required_if=[("state", "present", ["cpus"])],
         supports_check_mode=True,
@@ -218,11 +379,18 @@ def run_module():
                 governor=p["governor"],
                 epp=p["epp"],
             )
-            result = apply_profile(
-                acc, request, state_file=p["state_file"], check_mode=module.check_mode, tolerance_mhz=p["tolerance_mhz"]
+            result = apply_controls(
+                acc,
+                request,
+                cstates=_given(p["cstates"]),
+                uncore=_given(p["uncore"]),
+                power_cap=_given(p["power_cap"]),
+                state_file=p["state_file"],
+                check_mode=module.check_mode,
+                tolerance_mhz=p["tolerance_mhz"],
             )
         else:
-            result = restore_profile(
+            result = restore_controls(
                 acc,
                 cpus=p["cpus"],
                 state_file=p["state_file"],

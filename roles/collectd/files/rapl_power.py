@@ -1,4 +1,4 @@
-"""collectd python plugin: RAPL package power and TDP per CPU package.
+"""collectd python plugin: package power and TDP per CPU package (RAPL powercap, or hwmon).
 
 Reads the powercap sysfs interface (Documentation/power/powercap/powercap.rst) and dispatches,
 for every package zone, two gauges of collectd type ``power`` (watts):
@@ -7,6 +7,14 @@ for every package zone, two gauges of collectd type ``power`` (watts):
 * ``rapl/<zone>/power-tdp``: the zone's TDP, ``constraint_0_max_power_uw``.
 
 write_prometheus exports them as ``collectd_rapl_power{rapl="<zone>",type="package"|"tdp"}``.
+
+Where RAPL powercap has no package zone (many AMD and ARM servers) the package power comes from
+hwmon instead, under the same zone names (``package-N``): the ``amd_energy`` socket counters
+(``Esocket<N>``), or a platform driver's ``energy1_input`` / ``power1_input`` labelled as the CPU
+or SoC. Zone discovery and naming are the collection's ``plugins/module_utils/_power_zones.py``,
+the same code ``cpu_power_info`` uses, copied verbatim between the "shared code" markers below
+(collectd loads this plugin as one file; ``scripts/sync_collectd_plugin.py`` refreshes the copy
+and ``tests/unit/telemetry/test_rapl_power.py`` fails when it is stale).
 
 It fixes the known defects of the upstream power demo's plugin:
 
@@ -33,6 +41,7 @@ collectd configuration::
       Import "rapl_power"
       <Module rapl_power>
         SysfsRoot "/sys/class/powercap"   # optional, for tests
+        HwmonRoot "/sys/class/hwmon"      # optional; default: class/hwmon beside a .../class/powercap root
       </Module>
     </Plugin>
 """
@@ -47,27 +56,200 @@ import time
 PLUGIN_NAME = "rapl"
 DEFAULT_SYSFS_ROOT = "/sys/class/powercap"
 
-# Top-level RAPL control zones only: "intel-rapl:0", not sub-zones ("intel-rapl:0:1", core/uncore/
-# dram) and not the MMIO interface ("intel-rapl-mmio:0"), which reports the same package again.
-_ZONE_DIR = re.compile(r"^intel-rapl:(\d+)$")
-_PACKAGE_NAME = re.compile(r"^package-(\d+)(?:-die-(\d+))?$")
-
 PRIVILEGE_HINT = (
     "energy_uj is readable by root only since Linux 5.10 (CVE-2020-8694): run collectd as root or "
     "grant the container the CAP_DAC_READ_SEARCH capability"
 )
 
+# --- BEGIN shared code: plugins/module_utils/_power_zones.py (scripts/sync_collectd_plugin.py) ---
+# Top-level RAPL control zones only: "intel-rapl:0", not sub-zones ("intel-rapl:0:1", core/uncore/
+# dram) and not the MMIO interface ("intel-rapl-mmio:0"), which reports the same package again.
+RAPL_ZONE_DIR = re.compile(r"^intel-rapl:(\d+)$")
+RAPL_PACKAGE_NAME = re.compile(r"^package-(\d+)(?:-die-(\d+))?$")
+AMD_ENERGY_SOCKET = re.compile(r"^Esocket(\d+)$")
+# Labels of platform hwmon sensors that measure the CPU / SoC package (case-insensitive).
+PLATFORM_CPU_LABEL = re.compile(r"^(cpu|soc|package|socket)\b", re.IGNORECASE)
+HWMON_PLATFORM_ATTRS = ("energy1_input", "power1_input", "power1_average")
+
+
+def read_text(path):
+    with open(path) as handle:
+        return handle.read().strip()
+
+
+class FileSystem:
+    """Plain file access on absolute paths (what the collectd plugin uses); ``read`` is injectable."""
+
+    def __init__(self, read=read_text):
+        self.read = read
+
+    def listdir(self, path):
+        return sorted(os.listdir(path))
+
+    def isdir(self, path):
+        return os.path.isdir(path)
+
+
+def _read_or_none(fs, path):
+    try:
+        return fs.read(path)
+    except (OSError, ValueError):
+        return None
+
+
+def parse_rapl_zone_name(name):
+    """``package-1-die-0`` -> (1, 0); ``package-0`` -> (0, None); anything else -> None."""
+    match = RAPL_PACKAGE_NAME.match(name or "")
+    if not match:
+        return None
+    return int(match.group(1)), (int(match.group(2)) if match.group(2) is not None else None)
+
+
+def zone_label(package, die=None):
+    """The name every consumer uses for a package zone: ``package-N`` or ``package-N-die-M``."""
+    return "package-%d" % package if die is None else "package-%d-die-%d" % (package, die)
+
+
+def discover_rapl_zones(fs, powercap_dir):
+    """RAPL zones under ``powercap_dir``, in directory order: (package zones, skipped zones).
+
+    Each package zone is a dict ``{zone, path, name, package, die}``; skipped zones (``psys``
+    and anything not named like a package) are ``{zone, name}``. Zones whose ``name`` cannot
+    be read are ignored.
+    """
+    zones = []
+    skipped = []
+    try:
+        entries = fs.listdir(powercap_dir)
+    except OSError:
+        return zones, skipped
+    for entry in entries:
+        if not RAPL_ZONE_DIR.match(entry):
+            continue
+        path = os.path.join(powercap_dir, entry)
+        name = _read_or_none(fs, os.path.join(path, "name"))
+        if name is None:
+            continue
+        parsed = parse_rapl_zone_name(name)
+        if parsed is None:
+            skipped.append({"zone": entry, "name": name})
+            continue
+        zones.append({"zone": entry, "path": path, "name": name, "package": parsed[0], "die": parsed[1]})
+    return zones, skipped
+
+
+def _hwmon_label(fs, path, prefix):
+    return _read_or_none(fs, os.path.join(path, prefix + "_label")) or ""
+
+
+def discover_hwmon_sensors(fs, hwmon_dir):
+    """Package power sensors under ``hwmon_dir`` (``/sys/class/hwmon``), sorted by package.
+
+    Returns dicts ``{name, path, attr, kind, driver, label, package}``: ``kind`` is ``energy``
+    (microjoules, a counter) or ``power`` (microwatts, an instantaneous reading); ``name`` is
+    ``zone_label(package)``, the same name a RAPL zone of that package has.
+    """
+    sensors = []
+    try:
+        chips = fs.listdir(hwmon_dir)
+    except OSError:
+        return sensors
+    platform_package = 0
+    for chip in chips:
+        path = os.path.join(hwmon_dir, chip)
+        driver = _read_or_none(fs, os.path.join(path, "name"))
+        if driver is None:
+            continue
+        try:
+            files = fs.listdir(path)
+        except OSError:
+            continue
+        if driver == "amd_energy":
+            for attr in files:
+                if not (attr.startswith("energy") and attr.endswith("_input")):
+                    continue
+                label = _hwmon_label(fs, path, attr[: -len("_input")])
+                match = AMD_ENERGY_SOCKET.match(label)
+                if match:
+                    package = int(match.group(1))
+                    sensors.append(
+                        {
+                            "name": zone_label(package),
+                            "path": path,
+                            "attr": attr,
+                            "kind": "energy",
+                            "driver": driver,
+                            "label": label,
+                            "package": package,
+                        }
+                    )
+            continue
+        for attr in HWMON_PLATFORM_ATTRS:
+            if attr not in files:
+                continue
+            label = _hwmon_label(fs, path, attr.split("_")[0])
+            if not PLATFORM_CPU_LABEL.match(label):
+                continue
+            sensors.append(
+                {
+                    "name": zone_label(platform_package),
+                    "path": path,
+                    "attr": attr,
+                    "kind": "energy" if attr.startswith("energy") else "power",
+                    "driver": driver,
+                    "label": label,
+                    "package": platform_package,
+                }
+            )
+            platform_package += 1
+            break
+    sensors.sort(key=lambda s: (s["package"], s["name"]))
+    return sensors
+
+
+def find_power_source(fs, powercap_dir, hwmon_dir):
+    """The package power source: RAPL if it has package zones, else hwmon, else none.
+
+    Returns ``{source: "rapl"|"hwmon"|None, zones: [...], skipped: [...]}``; ``zones`` are the
+    dicts of ``discover_rapl_zones`` or ``discover_hwmon_sensors``.
+    """
+    zones, skipped = discover_rapl_zones(fs, powercap_dir)
+    if zones:
+        return {"source": "rapl", "zones": zones, "skipped": skipped}
+    sensors = discover_hwmon_sensors(fs, hwmon_dir)
+    if sensors:
+        return {"source": "hwmon", "zones": sensors, "skipped": skipped}
+    return {"source": None, "zones": [], "skipped": skipped}
+
+
+def energy_delta_uj(previous, current, max_range):
+    """Energy used between two counter reads, allowing for one wrap at ``max_range``.
+
+    Returns None when the delta cannot be known: the counter went backwards and the range is
+    unknown (0), or the values make no sense (outside the range).
+    """
+    if current >= previous:
+        return current - previous
+    if max_range <= 0 or previous > max_range:
+        return None
+    return (max_range - previous) + current
+
+
+# --- END shared code ---
+
 
 class PackageZone:
-    """One RAPL package zone (a package, or one die of a multi-die package)."""
+    """One package zone: a RAPL zone (a package, or one die of a multi-die package), or a hwmon sensor."""
 
-    __slots__ = ("name", "path", "package", "die")
+    __slots__ = ("name", "path", "package", "die", "value_file", "kind")
 
-    def __init__(self, name, path, package, die=None):
+    def __init__(self, name, path, package, die=None, value_file="energy_uj", kind="energy"):
         self.name = name
         self.path = path
         self.package = package
         self.die = die
+        self.value_file = value_file
+        self.kind = kind  # "energy" (a microjoule counter) or "power" (microwatts now)
 
     def __repr__(self):
         return "PackageZone(%r, %r)" % (self.name, self.path)
@@ -87,57 +269,41 @@ class Sample:
         return "Sample(%r, power_w=%r, tdp_w=%r)" % (self.zone, self.power_w, self.tdp_w)
 
 
-def _read_text(path):
-    with open(path) as handle:
-        return handle.read().strip()
+_read_text = read_text
 
 
-def discover_package_zones(root, read_text=_read_text):
-    """Package zones under ``root``, by zone name, sorted by (package, die).
-
-    Zones whose ``name`` cannot be read are ignored; ``psys`` and other non-package zones are
-    skipped by name.
-    """
-    zones = []
-    try:
-        entries = os.listdir(root)
-    except OSError:
-        return zones
-    for entry in entries:
-        if not _ZONE_DIR.match(entry):
-            continue
-        path = os.path.join(root, entry)
-        try:
-            name = read_text(os.path.join(path, "name"))
-        except OSError:
-            continue
-        match = _PACKAGE_NAME.match(name)
-        if not match:
-            continue  # psys, or anything that is not a package
-        die = int(match.group(2)) if match.group(2) is not None else None
-        zones.append(PackageZone(name, path, int(match.group(1)), die))
+def _sorted(zones):
     zones.sort(key=lambda z: (z.package, -1 if z.die is None else z.die))
     return zones
 
 
-def energy_delta_uj(previous, current, max_range):
-    """Energy used between two counter reads, allowing for one wrap at ``max_range``.
+def discover_package_zones(root, read_text=_read_text, hwmon_root=None):
+    """Package zones under ``root`` (RAPL powercap), by zone name, sorted by (package, die).
 
-    Returns None when the delta cannot be known: the counter went backwards and the range is
-    unknown (0), or the values make no sense (outside the range).
+    Without RAPL package zones, the hwmon sensors under ``hwmon_root`` (``_power_zones``).
     """
-    if current >= previous:
-        return current - previous
-    if max_range <= 0 or previous > max_range:
-        return None
-    return (max_range - previous) + current
+    fs = FileSystem(read_text)
+    zones, _skipped = discover_rapl_zones(fs, root)
+    if zones:
+        return _sorted([PackageZone(z["name"], z["path"], z["package"], z["die"]) for z in zones])
+    if not hwmon_root:
+        return []
+    sensors = discover_hwmon_sensors(fs, hwmon_root)
+    return _sorted([PackageZone(s["name"], s["path"], s["package"], None, s["attr"], s["kind"]) for s in sensors])
+
+
+def default_hwmon_root(root):
+    """``/sys/class/hwmon`` beside a ``.../class/powercap`` root; None for any other root (tests)."""
+    parent, base = os.path.split(os.path.normpath(root))
+    return os.path.join(parent, "hwmon") if base == "powercap" and parent.endswith("class") else None
 
 
 class RaplReader:
     """Stateful reader: keeps the previous (energy, time) per zone and turns deltas into watts."""
 
-    def __init__(self, root=DEFAULT_SYSFS_ROOT, clock=time.monotonic, log=None, read_text=_read_text):
+    def __init__(self, root=DEFAULT_SYSFS_ROOT, clock=time.monotonic, log=None, read_text=_read_text, hwmon_root=""):
         self.root = root
+        self.hwmon_root = default_hwmon_root(root) if hwmon_root == "" else hwmon_root
         self.clock = clock
         self.log = log or (lambda level, message: None)
         self.read_text = read_text
@@ -147,20 +313,23 @@ class RaplReader:
 
     def zones(self):
         if self._zones is None:
-            self._zones = discover_package_zones(self.root, self.read_text)
+            self._zones = discover_package_zones(self.root, self.read_text, self.hwmon_root)
             if self._zones:
-                self.log(
-                    "info", "RAPL package zones under %s: %s" % (self.root, ", ".join(z.name for z in self._zones))
-                )
+                where = self.root if self._zones[0].value_file == "energy_uj" else self.hwmon_root
+                self.log("info", "package zones under %s: %s" % (where, ", ".join(z.name for z in self._zones)))
             else:
-                self.log("warning", "no RAPL package zones under %s (is the intel_rapl driver loaded?)" % self.root)
+                self.log(
+                    "warning",
+                    "no RAPL package zones under %s and no hwmon package sensor (is the intel_rapl driver loaded?)"
+                    % self.root,
+                )
         return self._zones
 
     def _read_int(self, path):
         return int(self.read_text(path))
 
-    def _energy(self, zone):
-        path = os.path.join(zone.path, "energy_uj")
+    def _value(self, zone):
+        path = os.path.join(zone.path, zone.value_file)
         try:
             value = self._read_int(path)
         except OSError as exc:
@@ -187,32 +356,34 @@ class RaplReader:
         except (OSError, ValueError):
             return None
 
+    def _power(self, zone, energy, now):
+        previous = self._previous.get(zone.path)
+        self._previous[zone.path] = (energy, now)
+        if previous is None:
+            return None
+        prev_energy, prev_time = previous
+        elapsed = now - prev_time
+        max_range = self._optional_int(os.path.join(zone.path, "max_energy_range_uj")) or 0
+        delta = energy_delta_uj(prev_energy, energy, max_range)
+        if delta is None:
+            self.log("warning", "%s: energy counter went backwards without a known range; new baseline" % zone.name)
+            return None
+        return delta / 1e6 / elapsed if elapsed > 0 else None
+
     def read(self):
         """One pass over all package zones; returns a list of Sample."""
         samples = []
         for zone in self.zones():
             tdp_uw = self._optional_int(os.path.join(zone.path, "constraint_0_max_power_uw"))
-            tdp_w = tdp_uw / 1e6 if tdp_uw else None
-            energy = self._energy(zone)
+            tdp_w = tdp_uw / 1e6 if tdp_uw and zone.value_file == "energy_uj" else None
+            value = self._value(zone)
             now = self.clock()
-            if energy is None:
+            if value is None:
                 samples.append(Sample(zone.name, None, tdp_w))
-                continue
-            power_w = None
-            previous = self._previous.get(zone.path)
-            self._previous[zone.path] = (energy, now)
-            if previous is not None:
-                prev_energy, prev_time = previous
-                elapsed = now - prev_time
-                max_range = self._optional_int(os.path.join(zone.path, "max_energy_range_uj")) or 0
-                delta = energy_delta_uj(prev_energy, energy, max_range)
-                if delta is None:
-                    self.log(
-                        "warning", "%s: energy counter went backwards without a known range; new baseline" % zone.name
-                    )
-                elif elapsed > 0:
-                    power_w = delta / 1e6 / elapsed
-            samples.append(Sample(zone.name, power_w, tdp_w))
+            elif zone.kind == "power":  # hwmon power sensor: microwatts now, no baseline needed
+                samples.append(Sample(zone.name, value / 1e6, tdp_w))
+            else:
+                samples.append(Sample(zone.name, self._power(zone, value, now), tdp_w))
         return samples
 
 
@@ -222,7 +393,7 @@ try:  # pragma: no cover - exercised by tests/integration/test_collectd_rapl.py 
 except ImportError:  # imported by the unit tests
     collectd = None
 
-_state = {"root": DEFAULT_SYSFS_ROOT, "reader": None}
+_state = {"root": DEFAULT_SYSFS_ROOT, "hwmon_root": "", "reader": None}
 
 
 def _collectd_log(level, message):
@@ -234,12 +405,14 @@ def _configure(config):
         key = child.key.lower()
         if key == "sysfsroot" and child.values:
             _state["root"] = str(child.values[0])
+        elif key == "hwmonroot" and child.values:
+            _state["hwmon_root"] = str(child.values[0])
         else:
             collectd.warning("%s plugin: unknown option %s" % (PLUGIN_NAME, child.key))
 
 
 def _init():
-    _state["reader"] = RaplReader(_state["root"], log=_collectd_log)
+    _state["reader"] = RaplReader(_state["root"], log=_collectd_log, hwmon_root=_state["hwmon_root"])
 
 
 def _dispatch(zone, type_instance, value):

@@ -1,12 +1,13 @@
 #!/usr/bin/env python
 # Copyright: poweraware.k8s contributors
-# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Re-apply the poweraware.k8s CPU power profiles at boot (installed by the cpu_power role).
 
 Usage: cpu_power_apply.py CONFIG_JSON
 
 The configuration is written by the role: sysfs_root, state_file, tolerance_mhz, reserved_cpus
-and the assignments ({pool, profile, cpus, min_mhz, max_mhz, governor, epp}). The same library
+and the assignments ({pool, profile, cpus, min_mhz, max_mhz, governor, epp, and optionally
+cstates, uncore, power_cap - the dicts of the cpu_power_profile module}). The same library
 as the Ansible modules does the work, so the same validation, ordering, read-back and rollback
 apply. Exit status 1 if any assignment failed (each failure is printed).
 """
@@ -19,11 +20,11 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._cpufreq import (  # noqa: E402
+from ansible_collections.poweraware.k8s.plugins.module_utils._power_apply import (  # noqa: E402
     PowerError,
     Request,
     SysfsAccessor,
-    apply_profile,
+    apply_controls,
 )
 
 
@@ -45,8 +46,14 @@ def main(argv):
                 governor=item.get("governor"),
                 epp=item.get("epp"),
             )
-            result = apply_profile(
-                acc, request, state_file=config["state_file"], tolerance_mhz=int(config.get("tolerance_mhz", 100))
+            result = apply_controls(
+                acc,
+                request,
+                cstates=item.get("cstates"),
+                uncore=item.get("uncore"),
+                power_cap=item.get("power_cap"),
+                state_file=config["state_file"],
+                tolerance_mhz=int(config.get("tolerance_mhz", 100)),
             )
         except (PowerError, OSError) as exc:
             sys.stderr.write(f"{item.get('pool')}: {exc}\n")
@@ -55,6 +62,8 @@ def main(argv):
         skipped = f", offline skipped: {result['skipped_offline']}" if result["skipped_offline"] else ""
         state = "changed" if result["changed"] else "unchanged"
         sys.stdout.write(f"{item.get('pool')} ({item.get('profile')}): CPUs {result['cpus']} {state}{skipped}\n")
+        for message in result["messages"]:
+            sys.stdout.write(f"{item.get('pool')}: {message}\n")
     return status
 
 

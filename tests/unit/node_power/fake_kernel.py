@@ -17,15 +17,35 @@ and the files are rewritten with what the kernel would then report:
   ``cpufreq`` link (ENOENT through it).
 * missing attributes: ENOENT (never created); read-only attributes: EACCES.
 * shared policies: one directory, so a write through cpu2 is seen through cpu3.
+
+The other controls (checked against the kernel source, cited where the rule is applied):
+
+* cpuidle (drivers/cpuidle/sysfs.c): only ``stateK/disable`` is writable; it is parsed with
+  ``kstrtouint(buf, 0)`` (decimal, 0x hex, 0 octal; EINVAL otherwise) and reads back 0 or 1 per
+  CPU; ``name``/``latency``/... are read-only (EACCES). CPUs never online have no cpuidle dir
+  (ENOENT through the path).
+* uncore (drivers/platform/x86/intel/uncore-frequency/): ``min_freq_khz``/``max_freq_khz`` are
+  ``kstrtouint`` (EINVAL), divided by 100000 (the value is truncated to 100 MHz), a ratio of 0 or
+  above 127 is EINVAL; on TPMI a write to ``package_XX_die_00`` sets every cluster of the package
+  and its ratio bounds, and a cluster write outside those bounds is EINVAL (uncore-frequency-tpmi.c).
+  The driver does not compare min with max or with ``initial_*``; this model does not either.
+* powercap (drivers/powercap/powercap_sys.c, intel_rapl_common.c): ``constraint_K_power_limit_uw``
+  and ``_time_window_us`` are ``kstrtoull`` (EINVAL); a BIOS-locked zone refuses them and
+  ``enabled`` with EACCES; a limit is truncated to the 1/8 W power unit and masked to 15 bits,
+  never compared with ``max_power_uw``; a time window is encoded as 2^Y * (1 + F/4) * 976 us;
+  ``enabled`` is ``kstrtobool``. ``name``, ``max_power_uw``, ``energy_uj`` ...: EACCES.
+* hwmon: every attribute of these trees is read-only (EACCES).
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import pathlib
+import re
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._cpufreq import SysfsAccessor
+from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import SysfsAccessor
 
 ACTIVE = ("intel_pstate", "amd-pstate-epp")
 EPP_VALUES = {
@@ -49,6 +69,51 @@ READ_ONLY = {
 
 def _oserror(code, path):
     return OSError(code, os.strerror(code), path)
+
+
+_CPUIDLE = re.compile(r"^devices/system/cpu/cpu\d+/cpuidle/state\d+/(\w+)$")
+_UNCORE = re.compile(r"^devices/system/cpu/intel_uncore_frequency/([^/]+)/(\w+)$")
+_POWERCAP = re.compile(r"^class/powercap/(intel-rapl(?::\d+)+)/(\w+)$")
+_POWERCAP_RW = re.compile(r"^(constraint_\d+_(power_limit_uw|time_window_us)|enabled)$")
+POWER_UNIT_UW = 125000  # 1/8 W, MSR_RAPL_POWER_UNIT bits 3:0 = 3 on most parts
+TIME_UNIT_US = 976  # 1/1024 s, MSR_RAPL_POWER_UNIT bits 19:16 = 10
+UNCORE_RATIO_KHZ = 100000
+UNCORE_MAX_RATIO = 127  # GENMASK(6, 0)
+
+
+def kstrtouint_base0(text, path):
+    """kstrtouint(buf, 0): decimal, 0x hexadecimal or 0 octal, unsigned, 32 bits."""
+    text = text.strip()
+    try:
+        if text[:2].lower() == "0x":
+            value = int(text[2:], 16)
+        elif text.startswith("0") and len(text) > 1:
+            value = int(text[1:], 8)
+        elif text.isdigit():
+            value = int(text)
+        else:
+            raise ValueError(text)
+    except ValueError:
+        raise _oserror(errno.EINVAL, path) from None
+    if value > 0xFFFFFFFF:
+        raise _oserror(errno.ERANGE, path)
+    return value
+
+
+def kstrtou(text, path):
+    """kstrtouint / kstrtoull with base 10."""
+    text = text.strip()
+    if not text.isdigit():
+        raise _oserror(errno.EINVAL, path)
+    return int(text)
+
+
+def rapl_time_window(us):
+    """intel_rapl_common.c compute_time_window: 2^Y * (1 + F/4) time units, as read back."""
+    units = max(us // TIME_UNIT_US, 1)
+    y = units.bit_length() - 1
+    f = (4 * (units - (1 << y))) // (1 << y)
+    return (1 << y) * (4 + f) * TIME_UNIT_US // 4
 
 
 class Policy:
@@ -159,6 +224,12 @@ class FakeKernel(SysfsAccessor):
         online_file = cpu_dir / "online"
         present = self._parse(self.raw_read("devices/system/cpu/present"))
         self.online = set(self._parse(online_file.read_text().strip())) if online_file.exists() else set(present)
+        self.locked_zones = set()
+        marker = pathlib.Path(self.root, ".poweraware-fake-sysfs.json")
+        if marker.is_file() and json.loads(marker.read_text())["shape"].get("powercap") == "locked":
+            powercap = pathlib.Path(self.root, "class/powercap")
+            self.locked_zones = {z.name for z in powercap.iterdir() if re.match(r"^intel-rapl:\d+$", z.name)}
+        self.uncore_bounds = {}  # TPMI: package id -> {"min": ratio, "max": ratio} set by package-level writes
         self.policies = {}
         pol_dir = cpu_dir / "cpufreq"
         if pol_dir.is_dir():
@@ -205,6 +276,77 @@ class FakeKernel(SysfsAccessor):
         ordered = sorted(self.online)
         self.raw_write("devices/system/cpu/online", ",".join(str(c) for c in ordered))
 
+    def lock_powercap(self, zone):
+        """The BIOS lock bit: every power-limit write of ``zone`` becomes EACCES, enabled reads 0."""
+        self.locked_zones.add(zone)
+        self.raw_write(f"class/powercap/{zone}/enabled", 0)
+
+    # --- the other controls' rules ---------------------------------------------------------------
+    def _other_rule(self, real):
+        """(handler, writable) for cpuidle / uncore / powercap / hwmon attributes; None for the rest."""
+        match = _CPUIDLE.match(real)
+        if match:
+            return self._store_cpuidle, match.group(1) == "disable"
+        match = _UNCORE.match(real)
+        if match:
+            return self._store_uncore, match.group(2) in ("min_freq_khz", "max_freq_khz")
+        match = _POWERCAP.match(real)
+        if match:
+            return self._store_powercap, bool(_POWERCAP_RW.match(match.group(2)))
+        if real.startswith("class/hwmon/"):
+            return None, False
+        return None
+
+    def _store_cpuidle(self, real, text, path):
+        # store_state_disable: any non-zero value sets CPUIDLE_STATE_DISABLED_BY_USER; shows 0/1
+        self.raw_write(real, 1 if kstrtouint_base0(text, path) else 0)
+
+    def _uncore_clusters(self, package):
+        base = pathlib.Path(self.root, "devices/system/cpu/intel_uncore_frequency")
+        return [d for d in sorted(base.glob("uncore*")) if int((d / "package_id").read_text()) == package]
+
+    def _store_uncore(self, real, text, path):
+        directory, attr = os.path.split(real)
+        ratio = kstrtou(text, path) // UNCORE_RATIO_KHZ  # uncore_write_control_freq: input /= 100000
+        if not ratio or ratio > UNCORE_MAX_RATIO:
+            raise _oserror(errno.EINVAL, path)
+        bound = "max" if attr == "max_freq_khz" else "min"
+        name = os.path.basename(directory)
+        package_dir = re.match(r"^package_(\d+)_die_\d+$", name)
+        clusters = self._uncore_clusters(int(package_dir.group(1))) if package_dir else []
+        if package_dir and clusters:  # TPMI root domain: every cluster of the package, then its bounds
+            for cluster in clusters:
+                (cluster / attr).write_text(f"{ratio * UNCORE_RATIO_KHZ}\n")
+            self.uncore_bounds.setdefault(int(package_dir.group(1)), {})[bound] = ratio
+        elif name.startswith("uncore"):
+            package = int(self.raw_read(f"{directory}/package_id"))
+            limit = self.uncore_bounds.get(package, {})
+            if (bound == "max" and limit.get("max") and ratio > limit["max"]) or (
+                bound == "min" and limit.get("min") and ratio < limit["min"]
+            ):
+                raise _oserror(errno.EINVAL, path)
+        self.raw_write(real, ratio * UNCORE_RATIO_KHZ)
+
+    def _store_powercap(self, real, text, path):
+        directory, attr = os.path.split(real)
+        zone = os.path.basename(directory)
+        if attr == "enabled":
+            first = text.strip()[:2].lower()
+            if first[:1] not in ("0", "1", "y", "n") and first not in ("on", "of"):
+                raise _oserror(errno.EINVAL, path)  # kstrtobool
+            if zone in self.locked_zones:
+                raise _oserror(errno.EACCES, path)  # set_domain_enable: DOMAIN_STATE_BIOS_LOCKED
+            self.raw_write(real, 1 if first[:1] in ("1", "y") or first == "on" else 0)
+            return
+        value = kstrtou(text, path)  # store_constraint_*: kstrtoull
+        if zone in self.locked_zones:
+            raise _oserror(errno.EACCES, path)  # "locked by BIOS, monitoring only"
+        if attr.endswith("_power_limit_uw"):
+            raw = (value // POWER_UNIT_UW) & 0x7FFF  # rapl_unit_xlate to raw, POWER_LIMIT1_MASK
+            self.raw_write(real, raw * POWER_UNIT_UW)
+        else:
+            self.raw_write(real, rapl_time_window(value))
+
     def _policy_for(self, rel):
         real = self.resolve(rel)
         directory, attr = os.path.split(real)
@@ -230,9 +372,13 @@ class FakeKernel(SysfsAccessor):
                 failure["skip"] -= 1
         pol, attr = self._policy_for(rel)
         real = self.resolve(rel)
-        if attr in READ_ONLY:
+        rule = self._other_rule(real)
+        if attr in READ_ONLY or (rule is not None and not rule[1]):
             raise _oserror(errno.EACCES, path)
         self.writes.append((real, str(value)))
+        if rule is not None and rule[0] is not None:
+            rule[0](real, str(value), path)
+            return
         if pol is None:
             super().write(rel, value)
             return

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils import _cpufreq as cf
+from ansible_collections.poweraware.k8s.plugins.module_utils import _power_apply as cf
 
 # (id, scenario, shape, prepare, request kwargs, exact message)
 CATALOGUE = [

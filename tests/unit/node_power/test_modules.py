@@ -7,13 +7,14 @@ import json
 import pytest
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.poweraware.k8s.plugins.modules import cpu_power_info, cpu_power_profile
+from poweraware_testing import as_target_process
 
 
 def run(module, args, capsys, check=False, diff=False):
     full = dict(args)
     full["_ansible_check_mode"] = check
     full["_ansible_diff"] = diff
-    with patch_module_args(full), pytest.raises(SystemExit) as exc:
+    with as_target_process(), patch_module_args(full), pytest.raises(SystemExit) as exc:
         module.main()
     out = json.loads(capsys.readouterr().out)
     out["_rc"] = exc.value.code

@@ -238,3 +238,80 @@ def test_garbage_counter_is_reported(tmp_path):
     (sample,) = rapl.RaplReader(str(tmp_path), clock=Clock(), log=log).read()
     assert sample.power_w is None
     assert any(lvl == "error" and "unexpected content" in m for lvl, m in log.lines)
+
+
+# --- one implementation of zone discovery, shared with cpu_power_info ---------------------------
+REPO = pathlib.Path(__file__).resolve().parents[3]
+
+
+def _sync_script():
+    spec = importlib.util.spec_from_file_location("sync_collectd_plugin", REPO / "scripts" / "sync_collectd_plugin.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_plugin_carries_the_module_utils_discovery_verbatim():
+    sync = _sync_script()
+    assert sync.embedded(PLUGIN.read_text()) == sync.shared_code(), (
+        "roles/collectd/files/rapl_power.py is stale: run python scripts/sync_collectd_plugin.py"
+    )
+
+
+def test_plugin_and_cpu_power_info_name_the_same_zones(tmp_path):
+    from ansible_collections.poweraware.k8s.plugins.module_utils._cpu_topology import read_rapl
+    from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import SysfsAccessor
+
+    powercap = tmp_path / "class" / "powercap"
+    make_zone(powercap, "intel-rapl:0", "package-1-die-0")
+    make_zone(powercap, "intel-rapl:1", "package-0")
+    make_zone(powercap, "intel-rapl:2", "psys")
+    facts = read_rapl(SysfsAccessor(str(tmp_path)))
+    plugin = rapl.discover_package_zones(str(powercap))
+    assert sorted(z["name"] for z in facts["zones"]) == sorted(z.name for z in plugin)
+    assert facts["skipped"] == [{"zone": "intel-rapl:2", "name": "psys"}]
+
+
+def make_hwmon(root: pathlib.Path, name: str, files: dict):
+    d = root / "hwmon0"
+    d.mkdir(parents=True)
+    (d / "name").write_text(name + "\n")
+    for attr, value in files.items():
+        (d / attr).write_text(f"{value}\n")
+    return d
+
+
+def test_amd_energy_sockets_without_rapl(tmp_path):
+    powercap = tmp_path / "class" / "powercap"
+    powercap.mkdir(parents=True)
+    chip = make_hwmon(
+        tmp_path / "class" / "hwmon",
+        "amd_energy",
+        {"energy1_input": 10, "energy1_label": "Ecore000", "energy2_input": 0, "energy2_label": "Esocket0"},
+    )
+    clock = Clock()
+    reader = rapl.RaplReader(str(powercap), clock=clock)  # hwmon found beside class/powercap
+    assert reader.hwmon_root == str(tmp_path / "class" / "hwmon")
+    assert [s.power_w for s in reader.read()] == [None]  # baseline
+    (chip / "energy2_input").write_text("90000000\n")
+    clock.now += 1.0
+    (sample,) = reader.read()
+    assert (sample.zone, sample.power_w, sample.tdp_w) == ("package-0", 90.0, None)
+
+
+def test_platform_power_sensor_without_rapl(tmp_path):
+    hwmon = tmp_path / "hwmon"
+    make_hwmon(hwmon, "apm_xgene", {"power1_input": 14760000, "power1_label": "CPU power", "power2_input": 1,
+                                    "power2_label": "IO power"})  # fmt: skip
+    reader = rapl.RaplReader(str(tmp_path / "powercap"), clock=Clock(), hwmon_root=str(hwmon))
+    (sample,) = reader.read()
+    assert (sample.zone, sample.power_w) == ("package-0", 14.76)  # instantaneous: no baseline
+
+
+def test_rapl_wins_over_hwmon(tmp_path):
+    powercap = tmp_path / "class" / "powercap"
+    make_zone(powercap, "intel-rapl:0", "package-0")
+    make_hwmon(tmp_path / "class" / "hwmon", "apm_xgene", {"power1_input": 1, "power1_label": "CPU power"})
+    assert [
+        z.value_file for z in rapl.discover_package_zones(str(powercap), hwmon_root=str(tmp_path / "class/hwmon"))
+    ] == ["energy_uj"]

@@ -1,0 +1,581 @@
+# Copyright: poweraware.k8s contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Stage 5 of the node power library: ordered writes, read-back, rollback, and the entry points.
+
+* Each cpufreq policy is written once, in the safe order the planner chose; every written value
+  is read back (kernels >= 5.4 clamp silently).
+* The other controls (C-states, uncore, power cap) are lists of single-attribute writes with
+  their own read-back rule; they run after the P-states, in the order their planners return.
+* Originals are journaled before the first write; on any failure the values this run changed
+  are written back newest first, the state file returns to its previous content, and the error
+  says what was rolled back.
+* ``intel_pstate/status`` is never written.
+
+This module is also the library's entry point: the modules and the boot-time runner import
+from here (``__all__``).
+
+Pure logic without Ansible imports; Python 3.9 compatible.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from ansible_collections.poweraware.k8s.plugins.module_utils._cpu_topology import (
+    EPP,
+    GOV,
+    MANAGED_ATTRS,
+    MAX,
+    MIN,
+    Topology,
+    gather_cpufreq_info,
+    normalize_epp,
+)
+from ansible_collections.poweraware.k8s.plugins.module_utils._cpufreq_plan import (
+    Request,
+    _values_equal,
+    order_writes,
+    plan_absent,
+    plan_present,
+    resolve_cpus,
+)
+from ansible_collections.poweraware.k8s.plugins.module_utils._cpulist import CpuListError, format_cpulist, parse_cpulist
+from ansible_collections.poweraware.k8s.plugins.module_utils._cstates import cpuidle_facts, plan_cstates, read_cpuidle
+from ansible_collections.poweraware.k8s.plugins.module_utils._power_journal import DEFAULT_STATE_FILE, StateStore
+from ansible_collections.poweraware.k8s.plugins.module_utils._power_zones import find_power_source
+from ansible_collections.poweraware.k8s.plugins.module_utils._powercap import (
+    POWER_TOLERANCE_UW,
+    plan_power_cap,
+    powercap_facts,
+    read_powercap,
+)
+from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import (
+    HWMON_DIR,
+    POWERCAP_DIR,
+    ApplyError,
+    PowerError,
+    SysfsAccessor,
+    ValidationError,
+    _describe_oserror,
+    _khz_to_mhz,
+    _read_optional,
+)
+from ansible_collections.poweraware.k8s.plugins.module_utils._uncore import plan_uncore, read_uncore, uncore_facts
+
+__all__ = [
+    "ApplyError",
+    "PowerError",
+    "Request",
+    "StateStore",
+    "SysfsAccessor",
+    "Topology",
+    "ValidationError",
+    "apply_controls",
+    "apply_profile",
+    "diff_table",
+    "execute",
+    "gather_info",
+    "plan_absent",
+    "plan_present",
+    "restore_controls",
+    "restore_profile",
+    "summarize",
+]
+
+
+def _write_policy(acc, topo, item, journal, tolerance_khz):
+    """Write the changed attributes of one policy in safe order, then read every target back."""
+    pol = item["policy"]
+    current = dict(pol["values"])
+    for attr, value in order_writes(current, item["changes"]):
+        rel = f"{pol['path']}/{attr}"
+        try:
+            acc.write(rel, value)
+        except OSError as exc:
+            raise ApplyError(
+                f"writing {value!r} to {acc.path(rel)} (CPU {format_cpulist(item['cpus'])}) failed: "
+                f"{_describe_oserror(exc)}"
+            ) from exc
+        journal.append((item, attr))
+    readback = {}
+    for attr, value in item["target"].items():
+        rel = f"{pol['path']}/{attr}"
+        try:
+            got = acc.read(rel)
+        except OSError as exc:
+            raise ApplyError(f"reading back {acc.path(rel)} failed: {_describe_oserror(exc)}") from exc
+        readback[attr] = got
+        if not _values_equal(attr, got, value, topo.driver, tolerance_khz):
+            raise ApplyError(
+                f"{acc.path(rel)} reads back {got!r} after writing {value!r} (CPU {format_cpulist(item['cpus'])}): "
+                "the kernel clamped or refused the value silently"
+            )
+    pol["values"].update(readback)
+    return readback
+
+
+def _rollback(acc, topo, touched, tolerance_khz):
+    """Return touched policies to the values read at the start of the run, newest first."""
+    problems = []
+    restored = 0
+    for item in reversed(touched):
+        pol = item["policy"]
+        live = {}
+        for attr in MANAGED_ATTRS:
+            if attr in item["current"]:
+                live[attr] = _read_optional(acc, f"{pol['path']}/{attr}")
+        target = {a: item["current"][a] for a in item["changes"] if item["current"].get(a) is not None}
+        changes = {a: v for a, v in target.items() if not _values_equal(a, live.get(a), v, topo.driver, tolerance_khz)}
+        for attr, value in order_writes(live, changes):
+            try:
+                acc.write(f"{pol['path']}/{attr}", value)
+                restored += 1
+            except OSError as exc:
+                problems.append(f"{pol['name']}/{attr}={value}: {_describe_oserror(exc)}")
+    return restored, problems
+
+
+def execute(acc, topo, plan, store=None, check_mode=False, record=True):
+    """Apply a plan. Returns (changed, per-policy results). Raises ApplyError after rolling back."""
+    todo = [item for item in plan["policies"] if item["changes"]]
+    results = []
+    for item in plan["policies"]:
+        after = dict(item["current"])
+        after.update(item["target"])
+        results.append({"item": item, "after": after})
+    if not todo or check_mode:
+        return bool(todo), results
+    snapshot = copy.deepcopy(store.data) if store is not None else None
+    if store is not None and record:
+        for item in todo:
+            for attr in item["changes"]:
+                store.record(item["policy"], attr, item["current"].get(attr))
+        if store.dirty():
+            try:
+                store.save()
+            except OSError as exc:
+                raise ApplyError(f"cannot write state file {store.path}: {exc}; nothing was changed") from exc
+    journal = []
+    touched = []
+    try:
+        for item in todo:
+            touched.append(item)
+            readback = _write_policy(acc, topo, item, journal, plan["tolerance_khz"])
+            for res in results:
+                if res["item"] is item:
+                    res["after"].update(readback)
+    except ApplyError as exc:
+        restored, problems = _rollback(acc, topo, touched, plan["tolerance_khz"])
+        if store is not None and snapshot is not None and store.data != snapshot:
+            try:
+                store.restore_saved(snapshot)
+            except OSError as err:
+                problems.append(f"state file {store.path}: {err}")
+        if problems:
+            raise ApplyError(
+                f"{exc}; rollback FAILED for: {'; '.join(problems)} - check these attributes by hand"
+            ) from exc
+        raise ApplyError(
+            f"{exc}; rolled back the {restored} value(s) this run had changed, nothing else was touched"
+        ) from exc
+    return True, results
+
+
+def mhz(value):
+    return _khz_to_mhz(value)
+
+
+def diff_table(topo, results, after_key="after"):
+    """Per-CPU before/after tables (one line per CPU) for Ansible's diff output."""
+    header = f"{'cpu':>4} {'policy':<10} {'min_mhz':>8} {'max_mhz':>8} {'governor':<12} epp"
+
+    def line(cpu, name, values):
+        epp = normalize_epp(topo.driver, values.get(EPP)) if values.get(EPP) is not None else "-"
+        return (
+            f"{cpu:>4} {name:<10} {str(mhz(values.get(MIN))):>8} {str(mhz(values.get(MAX))):>8} "
+            f"{str(values.get(GOV) or '-'):<12} {epp}"
+        )
+
+    before = [header]
+    after = [header]
+    rows = []
+    for res in results:
+        item = res["item"]
+        for cpu in item["cpus"]:
+            rows.append((cpu, item["policy"]["name"], item["current"], res[after_key]))
+    for cpu, name, cur, new in sorted(rows, key=lambda r: r[0]):
+        before.append(line(cpu, name, cur))
+        after.append(line(cpu, name, new))
+    return {"before": "\n".join(before) + "\n", "after": "\n".join(after) + "\n"}
+
+
+def summarize(topo, results):
+    """Per-policy result entries for the module's return value (MHz, names)."""
+    out = []
+    for res in results:
+        item = res["item"]
+
+        def view(values):
+            return {
+                "min_mhz": mhz(values.get(MIN)),
+                "max_mhz": mhz(values.get(MAX)),
+                "governor": values.get(GOV),
+                "epp": normalize_epp(topo.driver, values.get(EPP)) if values.get(EPP) is not None else None,
+            }
+
+        out.append(
+            {
+                "policy": item["policy"]["name"],
+                "cpus": format_cpulist(item["cpus"]),
+                "changed": sorted(item["changes"]),
+                "before": view(item["current"]),
+                "after": view(res["after"]),
+            }
+        )
+    return out
+
+
+def apply_profile(acc, request, state_file=DEFAULT_STATE_FILE, check_mode=False, tolerance_mhz=100):
+    """state=present: validate everything, then write changed policies. Returns the result dict."""
+    topo = Topology(acc)
+    plan = plan_present(topo, request, tolerance_mhz)
+    store = StateStore(state_file)
+    changed, results = execute(acc, topo, plan, store=store, check_mode=check_mode)
+    return {
+        "changed": changed,
+        "cpus": format_cpulist(plan["managed"]),
+        "skipped_offline": format_cpulist(plan["skipped_offline"]),
+        "driver": topo.driver,
+        "policies": summarize(topo, results),
+        "state_file": state_file,
+        "diff": diff_table(topo, results),
+    }
+
+
+def restore_profile(acc, cpus=None, state_file=DEFAULT_STATE_FILE, check_mode=False, tolerance_mhz=100):
+    """state=absent: restore recorded originals and forget them. Returns the result dict."""
+    topo = Topology(acc)
+    store = StateStore(state_file)
+    plan = plan_absent(topo, store, cpus, tolerance_mhz)
+    changed, results = execute(acc, topo, plan, store=None, check_mode=check_mode)
+    if plan["forget"]:
+        changed = True
+        if not check_mode:
+            for name in plan["forget"]:
+                store.forget(name)
+            store.save()
+    managed = sorted({c for item in plan["policies"] for c in item["cpus"]})
+    return {
+        "changed": changed,
+        "cpus": format_cpulist(managed),
+        "skipped_offline": format_cpulist(plan["skipped_offline"]),
+        "driver": topo.driver,
+        "policies": summarize(topo, results),
+        "state_file": state_file,
+        "diff": diff_table(topo, results),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# The other controls (C-states, uncore, power cap): single-attribute steps
+# --------------------------------------------------------------------------------------------
+
+
+def compare_mode(path):
+    """How a read-back of the attribute at ``path`` is judged (also used when restoring)."""
+    if path.endswith("_power_limit_uw"):
+        return "tolerance"
+    if path.endswith("_time_window_us"):
+        return "time_window"
+    return "exact"
+
+
+def step_equal(step, value, target=None):
+    """Whether ``value`` (as read) satisfies ``target`` (default: the step's target) for this attribute."""
+    target = step["target"] if target is None else target
+    if value is None or target is None:
+        return value == target
+    value, target = str(value).strip(), str(target).strip()
+    mode = step.get("compare") or compare_mode(step["path"])
+    if mode == "exact" or not (value.isdigit() and target.isdigit()):
+        return value == target
+    got, want = int(value), int(target)
+    if mode == "tolerance":
+        return abs(got - want) <= step.get("tolerance", POWER_TOLERANCE_UW)
+    # time windows are encoded as 2^Y * (1 + F/4) time units: representable values are a quarter apart
+    return abs(got - want) <= want // 4 + 1000
+
+
+def _write_steps(acc, steps, journal):
+    """Write each step, then read it back; raises ApplyError on the first failure."""
+    for step in steps:
+        path = acc.path(step["path"])
+        try:
+            acc.write(step["path"], step["target"])
+        except OSError as exc:
+            hint = step.get("hints", {}).get(exc.errno)
+            raise ApplyError(
+                f"writing {step['target']!r} to {path} ({step['label']}) failed: {_describe_oserror(exc)}"
+                + (f" - {hint}" if hint else "")
+            ) from exc
+        journal.append(step)
+        try:
+            got = acc.read(step["path"])
+        except OSError as exc:
+            raise ApplyError(f"reading back {path} failed: {_describe_oserror(exc)}") from exc
+        if not step_equal(step, got):
+            raise ApplyError(
+                f"{path} reads back {got!r} after writing {step['target']!r} ({step['label']}): "
+                "the kernel clamped or refused the value silently"
+            )
+        step["after"] = got
+
+
+def _rollback_steps(acc, journal):
+    """Write back the values read before this run, newest first."""
+    restored = 0
+    problems = []
+    for step in reversed(journal):
+        if step["current"] is None or step_equal(step, _read_optional(acc, step["path"]), step["current"]):
+            continue
+        try:
+            acc.write(step["path"], step["current"])
+            restored += 1
+        except OSError as exc:
+            problems.append(f"{step['path']}={step['current']}: {_describe_oserror(exc)}")
+    return restored, problems
+
+
+def _fail_and_roll_back(acc, topo, exc, journal, pstate_items, tolerance_khz, store, snapshot):
+    restored, problems = _rollback_steps(acc, journal)
+    if pstate_items:
+        count, more = _rollback(acc, topo, pstate_items, tolerance_khz)
+        restored += count
+        problems.extend(more)
+    if store is not None and store.data != snapshot:
+        try:
+            store.restore_saved(snapshot)
+        except OSError as err:
+            problems.append(f"state file {store.path}: {err}")
+    if problems:
+        raise ApplyError(f"{exc}; rollback FAILED for: {'; '.join(problems)} - check these attributes by hand") from exc
+    raise ApplyError(
+        f"{exc}; rolled back the {restored} value(s) this run had changed, nothing else was touched"
+    ) from exc
+
+
+def run_steps(acc, topo, steps, store=None, snapshot=None, pstate_items=(), tolerance_khz=0):
+    """Journal the originals (when ``store`` is given), write ``steps``; roll everything back on failure.
+
+    ``pstate_items`` are the cpufreq policies this run already changed: they are rolled back too.
+    """
+    if store is not None:
+        for step in steps:
+            store.record_attribute(step, step["current"])
+        if store.dirty():
+            try:
+                store.save()
+            except OSError as exc:
+                _fail_and_roll_back(acc, topo, ApplyError(f"cannot write state file {store.path}: {exc}"), [],
+                                    list(pstate_items), tolerance_khz, None, snapshot)  # fmt: skip
+    journal = []
+    try:
+        _write_steps(acc, steps, journal)
+    except ApplyError as exc:
+        _fail_and_roll_back(acc, topo, exc, journal, list(pstate_items), tolerance_khz, store, snapshot)
+
+
+def _control_summary(plan, changed_steps):
+    changed = [s["label"] for s in plan["writes"] if s in changed_steps]
+    return {
+        "available": plan["available"],
+        "changed": changed,
+        "settings": [
+            {"attribute": s["label"], "before": s["current"], "after": s.get("after", s["target"])}
+            for s in plan["writes"]
+        ],
+        "messages": plan["messages"],
+    }
+
+
+def _steps_diff(steps):
+    before = [f"{s['label']}: {s['current']}" for s in steps]
+    after = [f"{s['label']}: {s.get('after', s['target'])}" for s in steps]
+    return before, after
+
+
+def _combined_diff(topo, results, steps):
+    diff = diff_table(topo, results) if results else {"before": "", "after": ""}
+    if steps:
+        before, after = _steps_diff(steps)
+        diff = {
+            "before": diff["before"] + "\n".join(before) + "\n",
+            "after": diff["after"] + "\n".join(after) + "\n",
+        }
+    return diff
+
+
+def plan_controls(acc, topo, online, cstates=None, uncore=None, power_cap=None):
+    """Plans of the requested controls, in execution order; validation problems are in each plan."""
+    plans = []
+    if cstates is not None:
+        plans.append(plan_cstates(acc, read_cpuidle(acc, topo.online), online, cstates))
+    if uncore is not None:
+        plans.append(plan_uncore(read_uncore(acc), uncore))
+    if power_cap is not None:
+        plans.append(plan_power_cap(read_powercap(acc), power_cap))
+    return plans
+
+
+def _validate_all(acc, topo, request, controls, tolerance_mhz):
+    """Plan the P-states and every control; raise one ValidationError listing all problems."""
+    problems = []
+    online, skipped, pstate = [], [], None
+    try:
+        online, skipped = resolve_cpus(topo, request)
+    except ValidationError as exc:
+        problems.append(str(exc))
+    if not problems and any(v is not None for v in request.settings().values()):
+        try:
+            pstate = plan_present(topo, request, tolerance_mhz)
+        except ValidationError as exc:
+            problems.append(str(exc))
+    plans = plan_controls(acc, topo, online, **controls)
+    for plan in plans:
+        problems.extend(plan["problems"])
+    if problems:
+        raise ValidationError("; ".join(problems))
+    return online, skipped, pstate, plans
+
+
+def apply_controls(acc, request, cstates=None, uncore=None, power_cap=None, state_file=DEFAULT_STATE_FILE,
+                   check_mode=False, tolerance_mhz=100):  # fmt: skip
+    """state=present for P-states and the other controls: validate all, then write. Returns the result."""
+    controls = {"cstates": cstates, "uncore": uncore, "power_cap": power_cap}
+    if all(v is None for v in request.settings().values()) and all(v is None for v in controls.values()):
+        raise ValidationError(
+            "nothing to apply: give at least one of min_mhz, max_mhz, governor, epp, cstates, uncore, power_cap"
+        )
+    topo = Topology(acc)
+    online, skipped, pstate, plans = _validate_all(acc, topo, request, controls, tolerance_mhz)
+    store = StateStore(state_file)
+    snapshot = copy.deepcopy(store.data)
+    changed, results = execute(acc, topo, pstate, store=store, check_mode=check_mode) if pstate else (False, [])
+    steps = [s for plan in plans for s in plan["writes"] if not step_equal(s, s["current"])]
+    if steps and not check_mode:
+        items = [i for i in pstate["policies"] if i["changes"]] if pstate else []
+        tolerance_khz = pstate["tolerance_khz"] if pstate else 0
+        run_steps(acc, topo, steps, store, snapshot, items, tolerance_khz)
+    return {
+        "changed": changed or bool(steps),
+        "cpus": format_cpulist(pstate["managed"] if pstate else online),
+        "skipped_offline": format_cpulist(pstate["skipped_offline"] if pstate else skipped),
+        "driver": topo.driver,
+        "policies": summarize(topo, results),
+        "controls": {plan["control"]: _control_summary(plan, steps) for plan in plans},
+        "messages": [m for plan in plans for m in plan["messages"]],
+        "state_file": state_file,
+        "diff": _combined_diff(topo, results, steps),
+    }
+
+
+def plan_attribute_restore(acc, store, cpus=None):
+    """Steps that write recorded originals back, newest first; CPU-less entries only for all CPUs."""
+    wanted = None if cpus in (None, "all") else set(parse_cpulist(cpus))
+    steps, missing = [], []
+    for path, entry in sorted(store.attributes.items(), key=lambda kv: -kv[1]["seq"]):
+        if wanted is not None and (entry.get("cpu") is None or entry["cpu"] not in wanted):
+            continue
+        if not acc.exists(path):
+            missing.append(entry["label"])
+            continue
+        steps.append(
+            {
+                "control": entry["control"],
+                "path": path,
+                "cpu": entry.get("cpu"),
+                "label": entry["label"],
+                "current": _read_optional(acc, path),
+                "target": entry["original"],
+                "compare": compare_mode(path),
+            }
+        )
+    return _safe_range_order(steps), missing
+
+
+def _safe_range_order(steps):
+    """Restore a min/max pair (uncore) in the safe order: raising writes max first, lowering min first."""
+    by_path = {s["path"]: s for s in steps}
+    for step in steps:
+        if not step["path"].endswith("/max_freq_khz"):
+            continue
+        low = by_path.get(step["path"][: -len("max_freq_khz")] + "min_freq_khz")
+        if low is None:
+            continue
+        i, j = steps.index(step), steps.index(low)
+        raising = str(step["current"]).isdigit() and int(step["target"]) > int(step["current"])
+        if (i > j) == raising:  # max must come first when raising, min first otherwise
+            steps[i], steps[j] = steps[j], steps[i]
+    return steps
+
+
+def restore_controls(acc, cpus=None, state_file=DEFAULT_STATE_FILE, check_mode=False, tolerance_mhz=100):
+    """state=absent: restore every recorded original (P-states and the other controls), then forget them."""
+    topo = Topology(acc)
+    store = StateStore(state_file)
+    try:
+        plan = plan_absent(topo, store, cpus, tolerance_mhz)
+    except CpuListError as exc:
+        raise ValidationError(str(exc)) from exc
+    steps, missing = plan_attribute_restore(acc, store, cpus)
+    changed, results = execute(acc, topo, plan, store=None, check_mode=check_mode)
+    todo = [s for s in steps if not step_equal(s, s["current"])]
+    if todo and not check_mode:
+        items = [i for i in plan["policies"] if i["changes"]]
+        run_steps(acc, topo, todo, None, None, items, plan["tolerance_khz"])
+    if plan["forget"] or steps:
+        changed = True
+        if not check_mode:
+            for name in plan["forget"]:
+                store.forget(name)
+            for step in steps:
+                store.forget_attribute(step["path"])
+            store.save()
+    managed = sorted({c for item in plan["policies"] for c in item["cpus"]})
+    messages = [
+        f"{label}: the attribute is gone (CPU or die offline); its original stays recorded" for label in missing
+    ]
+    return {
+        "changed": changed,
+        "cpus": format_cpulist(managed),
+        "skipped_offline": format_cpulist(plan["skipped_offline"]),
+        "driver": topo.driver,
+        "policies": summarize(topo, results),
+        "controls": {"restored": [s["label"] for s in todo], "unchanged": [s["label"] for s in steps if s not in todo]},
+        "messages": messages,
+        "state_file": state_file,
+        "diff": _combined_diff(topo, results, todo),
+    }
+
+
+def power_reading_facts(acc):
+    """Which package power source this machine has (RAPL powercap, else hwmon), as cpu_power_info reports it."""
+    found = find_power_source(acc, POWERCAP_DIR, HWMON_DIR)
+    zones = [{k: v for k, v in z.items() if k != "path"} for z in found["zones"]]
+    messages = []
+    if found["source"] is None:
+        messages.append("no package power source: neither RAPL powercap package zones nor a hwmon energy/power sensor")
+    elif found["source"] == "hwmon":
+        messages.append("no RAPL powercap package zone: package power is read from hwmon")
+    return {"source": found["source"], "zones": zones, "messages": messages}
+
+
+def gather_info(acc):
+    """The cpu_power_info facts: cpufreq and RAPL, cpuidle, uncore, powercap, power-reading source."""
+    topo = Topology(acc)
+    info = gather_cpufreq_info(acc, topo)
+    info["cpuidle"] = cpuidle_facts(read_cpuidle(acc, topo.online))
+    info["uncore"] = uncore_facts(read_uncore(acc))
+    info["powercap"] = powercap_facts(read_powercap(acc))
+    info["power_reading"] = power_reading_facts(acc)
+    return info

@@ -1,0 +1,119 @@
+# Copyright: poweraware.k8s contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Stage 3 of the node power library: the state journal (original values, recorded once).
+
+The JSON state file holds, per cpufreq policy, the original value of every attribute a profile
+changed (``policies``), and, per sysfs attribute of the other controls (C-states, uncore, power
+cap), its original value and the order in which the originals were recorded (``attributes``).
+An original is recorded once, before its first change, and never overwritten; the file is
+replaced atomically (temporary file in the same directory, fsync, rename).
+
+Pure logic without Ansible imports; Python 3.9 compatible.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import tempfile
+
+from ansible_collections.poweraware.k8s.plugins.module_utils._cpulist import format_cpulist
+from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import PowerError
+
+DEFAULT_STATE_FILE = "/var/lib/poweraware/cpu_power_state.json"
+STATE_VERSION = 1
+
+
+class StateStore:
+    """Original values, recorded once per attribute, in a JSON file replaced atomically."""
+
+    def __init__(self, path):
+        self.path = path
+        self.data = {"version": STATE_VERSION, "policies": {}}
+        self.existed = False
+        if os.path.exists(path):
+            self.existed = True
+            try:
+                with open(path) as handle:
+                    loaded = json.load(handle)
+            except (OSError, ValueError) as exc:
+                raise PowerError(
+                    f"state file {path} cannot be read ({exc}); it holds the original CPU settings: "
+                    "repair it or move it away (originals then become the current values)"
+                ) from exc
+            if not isinstance(loaded, dict) or loaded.get("version") != STATE_VERSION:
+                raise PowerError(f"state file {path} has an unknown format (expected version {STATE_VERSION})")
+            self.data = loaded
+            self.data.setdefault("policies", {})
+        self.saved = copy.deepcopy(self.data)
+
+    @property
+    def policies(self):
+        return self.data["policies"]
+
+    def record(self, policy, attr, value):
+        """Record ``value`` as the original of ``attr`` unless one is already recorded."""
+        entry = self.policies.setdefault(
+            policy["name"],
+            {"path": policy["path"], "cpus": format_cpulist(policy["related_cpus"]), "original": {}, "order": []},
+        )
+        if attr in entry["original"]:
+            return False
+        entry["original"][attr] = value
+        entry["order"].append(attr)
+        return True
+
+    def forget(self, name):
+        self.policies.pop(name, None)
+
+    @property
+    def attributes(self):
+        """Originals of the other controls' attributes: sysfs path -> {control, cpu, label, original, seq}."""
+        return self.data.get("attributes", {})
+
+    def record_attribute(self, step, value):
+        """Record ``value`` as the original of ``step["path"]`` unless one is already recorded."""
+        attributes = self.data.setdefault("attributes", {})
+        if step["path"] in attributes:
+            return False
+        seq = 1 + max([a["seq"] for a in attributes.values()] or [0])
+        attributes[step["path"]] = {
+            "control": step["control"],
+            "cpu": step.get("cpu"),
+            "label": step["label"],
+            "original": value,
+            "seq": seq,
+        }
+        return True
+
+    def forget_attribute(self, path):
+        self.data.get("attributes", {}).pop(path, None)
+
+    def dirty(self):
+        return self.data != self.saved
+
+    def save(self):
+        """Write atomically: temp file in the same directory, fsync, rename."""
+        directory = os.path.dirname(self.path) or "."
+        if not os.path.isdir(directory):
+            os.makedirs(directory, 0o755)
+        fd, tmp = tempfile.mkstemp(prefix=".cpu_power_state.", dir=directory)
+        try:
+            with os.fdopen(fd, "w") as handle:
+                json.dump(self.data, handle, indent=2, sort_keys=True)
+                handle.write("\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, self.path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        self.saved = copy.deepcopy(self.data)
+        self.existed = True
+
+    def restore_saved(self, snapshot):
+        self.data = copy.deepcopy(snapshot)
+        self.save()

@@ -1,0 +1,227 @@
+# Copyright: poweraware.k8s contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Optional package power cap through powercap (RAPL): discovery, kernel rules, planner.
+
+Kernel facts (Documentation/power/powercap/powercap.rst, drivers/powercap/powercap_sys.c,
+drivers/powercap/intel_rapl_common.c):
+
+* Package zones are found and named by ``_power_zones.discover_rapl_zones`` (``package-N``).
+* Each zone has ``enabled`` and constraints ``constraint_K_{name, power_limit_uw,
+  time_window_us, max_power_uw[, min_power_uw, max_time_window_us, min_time_window_us]}``;
+  ``constraint_0`` is ``long_term`` (PL1), ``constraint_1`` ``short_term`` (PL2).
+  ``power_limit_uw`` / ``time_window_us`` are 0644 and parsed with ``kstrtoull`` (EINVAL).
+* A limit locked by the BIOS (MSR lock bit) refuses every write with EACCES ("locked by BIOS,
+  monitoring only"), and ``enabled`` then reads 0; nothing in sysfs says "locked" before a write,
+  so the lock is found by the first write, which fails, and the run rolls back.
+* Writes are converted to the hardware's power unit (1/8 W on most parts: the value is truncated
+  to 125000 uW steps) and masked to the 15-bit field; the kernel does not compare the limit with
+  ``max_power_uw`` - a limit above it is accepted and the hardware simply never reaches it. This
+  planner refuses limits above ``max_power_uw`` (and below ``min_power_uw`` where present).
+* Time windows are encoded as 2^Y * (1 + F/4) time units (976 us): the value read back can differ
+  by up to a quarter; read-back is judged with that resolution.
+* AMD exposes RAPL energy counters without power-limit constraints; hwmon-only machines have no
+  powercap: the control says so and changes nothing.
+
+Request (``power_cap``): ``watts`` (required), ``time_window_us``, ``packages`` (package ids;
+default all), ``constraint`` (``long_term`` by default).
+
+Pure logic without Ansible imports; Python 3.9 compatible.
+"""
+
+from __future__ import annotations
+
+import errno
+import re
+
+from ansible_collections.poweraware.k8s.plugins.module_utils._power_zones import discover_rapl_zones
+from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import POWERCAP_DIR, _read_optional
+
+CONTROL = "power_cap"
+KEYS = ("watts", "time_window_us", "packages", "constraint")
+POWER_TOLERANCE_UW = 1000000  # read-back tolerance: the limit is truncated to the power unit (1/8 W typically)
+LOCKED_HINT = (
+    "the RAPL power limit is locked by the BIOS/firmware (intel_rapl: 'locked by BIOS, monitoring only'); "
+    "drop power_cap for this node or unlock it in the firmware setup"
+)
+_CONSTRAINT = re.compile(r"^constraint_(\d+)_name$")
+
+
+def _int(acc, rel):
+    text = _read_optional(acc, rel)
+    return int(text) if text is not None and text.isdigit() else None
+
+
+def _constraints(acc, rel):
+    out = []
+    indexes = sorted(int(m.group(1)) for m in (_CONSTRAINT.match(e) for e in acc.listdir(rel)) if m)
+    for k in indexes:
+        prefix = f"{rel}/constraint_{k}_"
+        if not acc.exists(prefix + "power_limit_uw"):
+            continue
+        out.append(
+            {
+                "index": k,
+                "name": _read_optional(acc, prefix + "name"),
+                "power_limit_uw": _int(acc, prefix + "power_limit_uw"),
+                "time_window_us": _int(acc, prefix + "time_window_us"),
+                "max_power_uw": _int(acc, prefix + "max_power_uw"),
+                "min_power_uw": _int(acc, prefix + "min_power_uw"),
+                "max_time_window_us": _int(acc, prefix + "max_time_window_us"),
+                "min_time_window_us": _int(acc, prefix + "min_time_window_us"),
+            }
+        )
+    return out
+
+
+def read_powercap(acc):
+    """Package zones with their ``enabled`` flag and power-limit constraints."""
+    if not acc.isdir(POWERCAP_DIR):
+        return {"available": False, "zones": []}
+    found, _skipped = discover_rapl_zones(acc, POWERCAP_DIR)
+    zones = []
+    for zone in found:
+        zones.append(
+            {
+                "zone": zone["zone"],
+                "name": zone["name"],
+                "package": zone["package"],
+                "die": zone["die"],
+                "path": zone["path"],
+                "enabled": _read_optional(acc, f"{zone['path']}/enabled"),
+                "constraints": _constraints(acc, zone["path"]),
+            }
+        )
+    return {"available": any(z["constraints"] for z in zones), "zones": zones}
+
+
+def powercap_facts(info):
+    messages = []
+    if not info["zones"]:
+        messages.append("no RAPL package zone in powercap: a package power cap cannot be set")
+    elif not info["available"]:
+        messages.append("the RAPL package zones have no power-limit constraints (energy counters only)")
+    zones = [{k: v for k, v in z.items() if k != "path"} for z in info["zones"]]
+    return {"available": info["available"], "zones": zones, "messages": messages}
+
+
+# --- request validation ------------------------------------------------------------------------
+
+
+def _positive_int(spec, key, problems, what):
+    value = spec.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        problems.append(f"power_cap.{key}={value!r} is not {what}")
+        return None
+    return value
+
+
+def check_spec(spec):
+    """Validate the shape of a ``power_cap`` request. Returns (fields, problems)."""
+    if not isinstance(spec, dict):
+        return {}, [f"power_cap={spec!r} is not a mapping: give watts (and optionally time_window_us, packages)"]
+    problems = []
+    unknown = sorted(set(spec) - set(KEYS))
+    if unknown:
+        problems.append(f"power_cap has unknown key(s) {', '.join(unknown)}; allowed: {', '.join(KEYS)}")
+    watts = spec.get("watts")
+    if watts is None:
+        problems.append("power_cap.watts is required: the package power limit in watts, e.g. 150")
+    elif isinstance(watts, bool) or not isinstance(watts, (int, float)) or watts <= 0:
+        problems.append(f"power_cap.watts={watts!r} is not a power: give watts as a positive number, e.g. 150")
+        watts = None
+    window = _positive_int(
+        spec, "time_window_us", problems, "a time window: give microseconds as a positive whole number, e.g. 1000000"
+    )
+    packages = spec.get("packages")
+    if packages is not None and (
+        not isinstance(packages, (list, tuple))
+        or not all(isinstance(p, int) and not isinstance(p, bool) for p in packages)
+    ):
+        problems.append(f"power_cap.packages={packages!r} is not a list of package ids, e.g. [0, 1]")
+        packages = None
+    constraint = spec.get("constraint") or "long_term"
+    fields = {"watts": watts, "time_window_us": window, "packages": packages, "constraint": constraint}
+    return fields, problems
+
+
+def _check_zone(zone, con, fields, problems):
+    uw = int(round(fields["watts"] * 1000000))
+    where = f"{zone['zone']} ({zone['name']})"
+    prefix = f"constraint_{con['index']}"
+    if con["max_power_uw"] and uw > con["max_power_uw"]:
+        problems.append(
+            f"power_cap.watts={fields['watts']} is above {where}'s {con['name']} max_power_uw "
+            f"{con['max_power_uw'] / 1e6:g} W ({prefix}_max_power_uw): the kernel would accept it but the hardware "
+            f"would never reach it; use at most {con['max_power_uw'] / 1e6:g}"
+        )
+    if con["min_power_uw"] and uw < con["min_power_uw"]:
+        problems.append(
+            f"power_cap.watts={fields['watts']} is below {where}'s {con['name']} min_power_uw "
+            f"{con['min_power_uw'] / 1e6:g} W ({prefix}_min_power_uw); use at least {con['min_power_uw'] / 1e6:g}"
+        )
+    window = fields["time_window_us"]
+    lo, hi = con["min_time_window_us"], con["max_time_window_us"]
+    if window is not None and ((lo and window < lo) or (hi and window > hi)):
+        problems.append(
+            f"power_cap.time_window_us={window} is outside {where}'s {con['name']} range {lo or 0}-{hi} us "
+            f"({prefix}_min_time_window_us/{prefix}_max_time_window_us); use a value in that range"
+        )
+    return uw
+
+
+def _zone_writes(zone, con, uw, window):
+    prefix = f"{zone['path']}/constraint_{con['index']}_"
+    base = {"control": CONTROL, "cpu": None, "hints": {errno.EACCES: LOCKED_HINT}}
+    writes = [
+        dict(base, path=prefix + "power_limit_uw", label=f"{zone['name']} {con['name']} power_limit_uw",
+             current=_str(con["power_limit_uw"]), target=str(uw), compare="tolerance", tolerance=POWER_TOLERANCE_UW)
+    ]  # fmt: skip
+    if window is not None:
+        writes.append(
+            dict(base, path=prefix + "time_window_us", label=f"{zone['name']} {con['name']} time_window_us",
+                 current=_str(con["time_window_us"]), target=str(window), compare="time_window")
+        )  # fmt: skip
+    writes.append(
+        dict(base, path=f"{zone['path']}/enabled", label=f"{zone['name']} enabled",
+             current=zone["enabled"], target="1", compare="exact")
+    )  # fmt: skip
+    return writes
+
+
+def _str(value):
+    return None if value is None else str(value)
+
+
+def plan_power_cap(info, spec):
+    """Validate ``spec`` against the package zones and return the control plan (no writes)."""
+    fields, problems = check_spec(spec)
+    plan = {"control": CONTROL, "available": info["available"], "messages": [], "writes": [], "problems": problems}
+    if problems:
+        return plan
+    if not info["available"]:
+        why = "no RAPL package zone in powercap" if not info["zones"] else "RAPL zones without power-limit constraints"
+        plan["messages"].append(f"power_cap: {why} on this machine; power_cap skipped, nothing changed")
+        return plan
+    known = sorted({z["package"] for z in info["zones"]})
+    for pkg in fields["packages"] or []:
+        if pkg not in known:
+            problems.append(
+                f"power_cap.packages names package {pkg}, which has no RAPL zone "
+                f"(packages: {', '.join(str(p) for p in known)}); fix packages"
+            )
+    for zone in info["zones"]:
+        if fields["packages"] is not None and zone["package"] not in fields["packages"]:
+            continue
+        con = next((c for c in zone["constraints"] if c["name"] == fields["constraint"]), None)
+        if con is None:
+            names = " ".join(c["name"] or "?" for c in zone["constraints"])
+            problems.append(
+                f"power_cap.constraint={fields['constraint']!r} is not a constraint of {zone['zone']} "
+                f"({zone['name']}); constraints: {names}"
+            )
+            continue
+        uw = _check_zone(zone, con, fields, problems)
+        plan["writes"].extend(_zone_writes(zone, con, uw, fields["time_window_us"]))
+    return plan
