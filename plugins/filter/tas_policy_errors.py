@@ -1,12 +1,12 @@
 # Copyright: poweraware.k8s contributors
-# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.poweraware.k8s.plugins.module_utils._tas_policy import validate_policy
+from ansible_collections.poweraware.k8s.plugins.module_utils._tas_policy import normalize_policy, validate_policy
 
 DOCUMENTATION = r"""
 name: tas_policy_errors
@@ -19,9 +19,12 @@ description:
   - Strategy names must be ones TAS implements (C(scheduleonmetric), C(dontschedule),
     C(deschedule), C(labeling)); C(logicalOperator) must be C(allOf) or C(anyOf); every rule
     needs a C(metricname) matching C(^[a-zA-Z0-9_-]+$) and an C(operator) out of C(Equals),
-    C(LessThan), C(GreaterThan); C(target) must be an int64 (a string such as C("60") or a
-    float such as C(60.5) is refused); C(scheduleonmetric) takes exactly one C(LessThan) or
-    C(GreaterThan) rule; C(labeling) rules carry C(key=value) labels.
+    C(LessThan), C(GreaterThan); C(target) must be an int64; C(scheduleonmetric) takes exactly one
+    C(LessThan) or C(GreaterThan) rule; C(labeling) rules carry C(key=value) labels.
+  - A C(target) written as a string of a whole number (for example C("70"), which is what
+    C(-e name=value) gives) is accepted, because P(poweraware.k8s.tas_policy_normalized#filter)
+    turns it into the integer; apply the normalized object. Any other string (C("70%")), a float
+    such as C(60.5) or a boolean is refused.
   - Metric names are the names C(custom.metrics.k8s.io) serves. The usual Prometheus Adapter rule
     strips C(node_), so the series C(node_package_power_avg) is the metric C(package_power_avg);
     a name that still has the stripped prefix is reported together with the served name.
@@ -44,6 +47,8 @@ options:
     type: str
     default: node_
 seealso:
+  - plugin: poweraware.k8s.tas_policy_normalized
+    plugin_type: filter
   - name: Telemetry Aware Scheduling
     description: Upstream project and TASPolicy CRD.
     link: https://github.com/intel/platform-aware-scheduling/tree/master/telemetry-aware-scheduling
@@ -84,7 +89,7 @@ def tas_policy_errors(policy, known_metrics=None, stripped_prefix="node_"):
         raise AnsibleFilterError("tas_policy_errors: known_metrics must be a list of metric names")
     if stripped_prefix is not None and not isinstance(stripped_prefix, str):
         raise AnsibleFilterError("tas_policy_errors: stripped_prefix must be a string")
-    return validate_policy(policy, known_metrics=known_metrics, stripped_prefix=stripped_prefix or "")
+    return validate_policy(normalize_policy(policy), known_metrics=known_metrics, stripped_prefix=stripped_prefix or "")
 
 
 class FilterModule:

@@ -1,6 +1,6 @@
 """A small scheduler extender for tests: HTTPS with client-certificate checking, on loopback.
 
-It speaks k8s.io/kube-scheduler/extender/v1 (DESIGN.md section 2): POST <prefix>/filter and
+It speaks k8s.io/kube-scheduler/extender/v1 (docs/scheduler-extender.md): POST <prefix>/filter and
 <prefix>/prioritize with an ``ExtenderArgs`` body (``Pod``, ``Nodes`` or ``NodeNames``; either
 key case). Filter keeps only the preferred node (the others are ``FailedNodes``); prioritize gives
 it 10 and the others 0. Every request is recorded (verb, pod namespace/name, candidate nodes,

@@ -215,11 +215,11 @@ def test_power_policy_present(converged, api):
             {
                 "tas_policy_extra_strategies": {
                     "deschedule": {
-                        "rules": [{"metricname": "package_power_avg", "operator": "GreaterThan", "target": "80"}]
+                        "rules": [{"metricname": "package_power_avg", "operator": "GreaterThan", "target": "80%"}]
                     }
                 }
             },
-            "target must be an integer",
+            "got string '80%', which is not a whole number",
         ),
         ({"tas_policy_extra_strategies": {"dont-schedule": {"rules": []}}}, "unknown strategy 'dont-schedule'"),
     ],

@@ -12,12 +12,14 @@ import jsonschema
 import pytest
 import yaml
 from ansible_collections.poweraware.k8s.plugins.filter.tas_policy_errors import FilterModule
+from ansible_collections.poweraware.k8s.plugins.filter.tas_policy_normalized import FilterModule as NormalizeModule
 from ansible_collections.poweraware.k8s.plugins.module_utils._tas_policy import (
     INT64_MAX,
     LOGICAL_OPERATORS,
     OPERATORS,
     STRATEGIES,
     adapter_metric_name,
+    normalize_policy,
     validate_policy,
     validate_spec,
 )
@@ -226,6 +228,40 @@ def test_filter_plugin_rejects_a_string_as_known_metrics():
     tas_policy_errors = FilterModule().filters()["tas_policy_errors"]
     with pytest.raises(AnsibleFilterError, match="known_metrics must be a list"):
         tas_policy_errors(POWER_POLICY, known_metrics="package_power_avg")
+
+
+# --- numeric strings (what -e name=value gives) ------------------------------------------------------
+@pytest.mark.parametrize(("given", "expected"), [("70", 70), (" 70 ", 70), ("+70", 70), ("-5", -5), ("0", 0)])
+def test_normalize_turns_whole_number_strings_into_integers(given, expected):
+    policy = policy_with((*DONT_RULE, "target"), given)
+    normalized = normalize_policy(policy)
+    assert normalized["spec"]["strategies"]["dontschedule"]["rules"][0]["target"] == expected
+    assert policy["spec"]["strategies"]["dontschedule"]["rules"][0]["target"] == given, "input modified"
+    assert validate_policy(normalized) == []
+
+
+@pytest.mark.parametrize("given", ["70%", "70.5", "seventy", "", "0x46", "7 0", True, 60.5, None])
+def test_normalize_leaves_everything_else_for_the_validator(given):
+    policy = policy_with((*DONT_RULE, "target"), given)
+    assert normalize_policy(policy) == policy
+
+
+@pytest.mark.parametrize("odd", [None, "x", [], {"spec": "x"}, {"spec": {"strategies": []}}, POWER_POLICY])
+def test_normalize_accepts_any_structure(odd):
+    assert normalize_policy(odd) == odd
+
+
+def test_filters_accept_numeric_strings_and_refuse_other_strings():
+    tas_policy_errors = FilterModule().filters()["tas_policy_errors"]
+    tas_policy_normalized = NormalizeModule().filters()["tas_policy_normalized"]
+    from_extra_vars = policy_with((*DONT_RULE, "target"), "70")
+    assert tas_policy_errors(from_extra_vars) == []
+    assert tas_policy_normalized(from_extra_vars) == policy_with((*DONT_RULE, "target"), 70)
+    assert tas_policy_errors(policy_with((*DONT_RULE, "target"), "70%")) == [
+        "spec.strategies.dontschedule.rules[0].target must be an integer (the CRD declares int64),"
+        " got string '70%', which is not a whole number"
+    ]
+    assert any("got number 60.5" in e for e in tas_policy_errors(policy_with((*DONT_RULE, "target"), 60.5)))
 
 
 # --- property: accepted by the validator => accepted by the CRD schema ----------------------------
