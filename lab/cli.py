@@ -12,7 +12,7 @@ import pathlib
 import sys
 import time
 
-from lab import assets, cluster
+from lab import assets, cluster, nodes
 
 
 def _relative(path: pathlib.Path) -> str:
@@ -37,8 +37,17 @@ def node_rows(lab: cluster.Lab) -> list[str]:
     return rows
 
 
-def scheduler_manifest_path(lab: cluster.Lab) -> pathlib.Path:
-    return lab.paths.node_root(lab.config.control_plane) / "etc/kubernetes/manifests/kube-scheduler.yaml"
+def scheduler_manifest_path(lab: cluster.Lab) -> str:
+    return "/etc/kubernetes/manifests/kube-scheduler.yaml"
+
+
+def ssh_rows(lab: cluster.Lab) -> list[str]:
+    ssh_dir = lab.paths.state_dir / "ssh"
+    key, known = _relative(ssh_dir / "id_ed25519"), _relative(ssh_dir / "known_hosts")
+    return [
+        f"  {node.name:<22}ssh -i {key} -o UserKnownHostsFile={known} {nodes.LOGIN_USER}@{node.address}"
+        for node in lab.config.nodes
+    ]
 
 
 def summary(lab: cluster.Lab) -> str:
@@ -46,16 +55,20 @@ def summary(lab: cluster.Lab) -> str:
     inventory = cluster.REPO_ROOT / "inventory" / "lab"
     lines = [
         f"Kubernetes {assets.kubernetes_version()} lab at {lab.config.api_url}",
-        f"kubeconfig:         {paths.kubeconfig}",
-        f"scheduler manifest: {scheduler_manifest_path(lab)}",
+        f"kubeconfig (this machine, for you and the tests): {paths.kubeconfig}",
         f"logs:               {paths.logs}",
         "nodes:",
         *node_rows(lab),
         "",
+        f"Each node is a host with its own address (sudo works without a password; kube-scheduler's "
+        f"manifest is {scheduler_manifest_path(lab)} on {lab.config.control_plane}):",
+        *ssh_rows(lab),
+        f"  or: ssh -F {_relative(paths.state_dir / 'ssh' / 'ssh_config')} NODE",
+        "",
         "Use it:",
-        f"  export KUBECONFIG={paths.kubeconfig}",
         f"  ansible-playbook -i {_relative(inventory)} site.yml",
-        "Stop it and remove its state: make lab-down",
+        f"  export KUBECONFIG={paths.kubeconfig}   # kubectl from this machine",
+        "Simulate a node restart: python -m lab reboot NODE. Stop it and remove its state: make lab-down",
     ]
     return "\n".join(lines)
 
@@ -63,7 +76,6 @@ def summary(lab: cluster.Lab) -> str:
 def config_from(args: argparse.Namespace) -> cluster.LabConfig:
     return cluster.LabConfig(
         state_dir=args.state_dir,
-        port_offset=args.port_offset,
         workers=args.workers,
         cpu=str(args.cpu),
         memory=args.memory,
@@ -111,6 +123,27 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reboot(args: argparse.Namespace) -> int:
+    lab = cluster.Lab.from_state(args.state_dir)
+    if lab is None or not lab.healthy():
+        print(f"no healthy lab in {args.state_dir.resolve()} (start one with `make lab`)")
+        return 3
+    started = time.monotonic()
+    report = lab.reboot(args.node)
+    changed = {
+        k: (v, report["after_boot"].get(k))
+        for k, v in report["before_units"].items()
+        if report["after_boot"].get(k) != v
+    }
+    print(f"{args.node} rebooted in {time.monotonic() - started:.1f} s")
+    print("boot:")
+    print("\n".join(f"  {line.split(' boot: ', 1)[1]}" for line in report["boot_log"]) or "  (no boot units)")
+    print(f"cpufreq settings changed by the boot units: {len(changed)} of {len(report['before_units'])}")
+    for key, (before, after) in sorted(changed.items()):
+        print(f"  {key}: {before} (power-on) -> {after}")
+    return 0
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     binaries = assets.resolve_binaries(build=True)
     for name, path in binaries.items():
@@ -129,12 +162,6 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="build once (cached) and start the lab; a running lab is left alone")
     defaults = cluster.LabConfig()
-    up.add_argument(
-        "--port-offset",
-        type=int,
-        default=int(os.environ.get("POWERAWARE_LAB_PORT_OFFSET", "0")),
-        help="added to every port, for a second lab beside the first (default POWERAWARE_LAB_PORT_OFFSET or 0)",
-    )
     up.add_argument("--workers", type=int, default=defaults.workers)
     up.add_argument("--cpu", type=int, default=int(defaults.cpu), help="CPUs (capacity and allocatable) of every node")
     up.add_argument("--memory", default=defaults.memory, help="memory capacity of every node")
@@ -149,9 +176,12 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("down", help="stop every lab process and remove the lab state").set_defaults(func=cmd_down)
     sub.add_parser("status", help="show the lab's processes, health and nodes").set_defaults(func=cmd_status)
     sub.add_parser("build", help="only build (or find) the binaries").set_defaults(func=cmd_build)
+    reboot = sub.add_parser("reboot", help="simulate a node restart: kernel at power-on values, boot units run")
+    reboot.add_argument("node")
+    reboot.set_defaults(func=cmd_reboot)
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (cluster.LabError, assets.AssetsError) as exc:
+    except (cluster.LabError, assets.AssetsError, nodes.NodeError) as exc:
         print(f"lab: {exc}", file=sys.stderr)
         return 1

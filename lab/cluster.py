@@ -1,19 +1,25 @@
-"""Bring the lab up and down: etcd, kube-apiserver, kube-controller-manager, kwok and the
-control-plane node's static pods (kube-scheduler), all on 127.0.0.1, no containers.
+"""The lab: a Kubernetes control plane on 127.0.0.1 and nodes that are hosts (docs/lab.md).
+
+etcd, kube-apiserver, kube-controller-manager and kwok run on this machine (one module each in
+lab/components/); every node - the control plane's and the workers' - is a host of its own in a
+mount and UTS namespace with its own address, reached over SSH (lab/nodes.py, lab/node_init.py).
+kube-scheduler is a static pod of the control-plane node, run inside that node by the lab's kubelet
+stand-in (lab/kubelet.py) from the node's own /etc/kubernetes/manifests.
 
 State lives in one directory (``.cache/lab`` by default, mode 0700)::
 
-    lab.json                 what runs: pids (with start times), ports, version, paths
-    kubeconfig               admin kubeconfig (system:masters), 0600
+    lab.json                 what runs: pids (with start times, mount namespaces), version, paths
+    kubeconfig               the lab's admin kubeconfig (system:masters) for tests and humans, 0600
     pki/                     CA, front-proxy CA, serving certs, service-account keys (keys 0600)
     bin/                     symlinks to the binaries in use
     etcd/                    etcd data
-    logs/<component>.log     one log per process; kube-scheduler.log is written by the runner
-    nodes/<node>/{sys,etc}   each simulated node's fake root (sysfs tree, /etc/kubernetes ...)
+    logs/<component>.log     one log per process (node-<name>.log: the node's init and boot)
+    ssh/                     the login key pair, known_hosts, ssh_config
+    nodes/<node>/            each node's disk, kernel and init configuration (lab/nodes.py)
 
 Every process is started in its own process group and carries ``POWERAWARE_LAB_STATE=<state dir>``
-in its environment, so ``down`` can find and stop each one by pid, including anything a crashed
-runner left behind.
+in its environment, so ``down`` can find and stop each one by pid; a node is stopped with every
+process of its mount namespace.
 """
 
 from __future__ import annotations
@@ -26,34 +32,37 @@ import json
 import os
 import pathlib
 import shutil
-import signal
-import socket
 import ssl
-import subprocess
-import sys
 import time
 import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 
 import yaml
 
-from lab import assets, fake_sysfs, pki
+from lab import assets, nodes, pki
+from lab.api import Api, http_ok, insecure_context, node_ready
+from lab.components import etcd, kube_apiserver, kube_controller_manager, kwok
+from lab.process import (
+    STATE_ENV,
+    Component,
+    log_tail,
+    port_free,
+    process_alive,
+    process_start_time,
+    reap,
+    spawn,
+    stop_process_group,
+    tagged_processes,
+)
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 LAB_DIR = pathlib.Path(__file__).resolve().parent
 DEFAULT_STATE_DIR = REPO_ROOT / ".cache" / "lab"
-STATE_ENV = "POWERAWARE_LAB_STATE"
 STATE_FILE = "lab.json"
 CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
-KWOK_ANNOTATION = "kwok.x-k8s.io/node"
-# kwok reads one object per config file here (ansible-test's yamllint allows one document per file).
-KWOK_STAGES = LAB_DIR / "kwok-stages"
 DEFAULT_SYSFS_SCENARIO = "intel_pstate_active"
-LOG_TAIL_LINES = 25
-# Processes this Python process started (the pytest fixture runs the lab in-process): kept so they
-# are reaped when stopped instead of lingering as zombies.
-_CHILDREN: dict[int, subprocess.Popen] = {}
+PORTS = {"etcd": 2379, "etcd-peer": 2380, "apiserver": 6443, "controller-manager": 10257, "scheduler": 10259}
+__all__ = ["STATE_ENV", "Lab", "LabConfig", "LabError", "node_ready", "process_alive", "tagged_processes"]
 
 
 class LabError(RuntimeError):
@@ -65,7 +74,6 @@ class LabConfig:
     """What the lab looks like. Every field can be set from ``lab`` command-line options."""
 
     state_dir: pathlib.Path = DEFAULT_STATE_DIR
-    port_offset: int = 0  # added to every port, so a second lab can run beside the first
     workers: int = 3
     control_plane: str = "lab-control-plane"
     worker_prefix: str = "lab-worker-"
@@ -84,9 +92,15 @@ class LabConfig:
     def node_names(self) -> list[str]:
         return [self.control_plane, *self.worker_names]
 
+    @property
+    def nodes(self) -> list[nodes.Node]:
+        found = [nodes.Node(self.control_plane, nodes.node_address(0, True), True)]
+        found += [nodes.Node(n, nodes.node_address(i, False), False) for i, n in enumerate(self.worker_names, 1)]
+        return found
+
     def port(self, name: str) -> int:
-        base = {"etcd": 2379, "etcd-peer": 2380, "apiserver": 6443, "controller-manager": 10257, "scheduler": 10259}
-        return base[name] + self.port_offset
+        # Fixed, as on a kubeadm node: the nodes' kubeconfigs and kube-scheduler's probes use them.
+        return PORTS[name]
 
     @property
     def api_url(self) -> str:
@@ -137,112 +151,11 @@ class LabPaths:
     def node_root(self, node: str) -> pathlib.Path:
         return self.state_dir / "nodes" / node
 
+    def node_disk(self, node: str) -> pathlib.Path:
+        return self.node_root(node) / "disk"
+
     def log(self, component: str) -> pathlib.Path:
-        return self.logs / f"{component}.log"
-
-
-# --- processes --------------------------------------------------------------------------------
-def process_start_time(pid: int) -> int | None:
-    """Clock ticks since boot at which ``pid`` started: tells a live process from a reused pid."""
-    try:
-        stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return int(fields[19])  # field 22 of proc(5), counted after pid and comm
-
-
-def process_alive(pid: int, start_time: int | None) -> bool:
-    current = process_start_time(pid)
-    if current is None or (start_time is not None and current != start_time):
-        return False
-    with contextlib.suppress(OSError):
-        state = pathlib.Path(f"/proc/{pid}/stat").read_text()
-        if state[state.rindex(")") + 2] == "Z":
-            return False
-    return True
-
-
-def tagged_processes(state_dir: pathlib.Path) -> list[int]:
-    """Pids of live processes started for the lab in ``state_dir`` (by their environment tag)."""
-    tag = f"{STATE_ENV}={state_dir}".encode()
-    found = []
-    for entry in pathlib.Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if tag in environ.split(b"\0") and process_alive(int(entry.name), None):
-            found.append(int(entry.name))
-    return sorted(found)
-
-
-def log_tail(path: pathlib.Path, lines: int = LOG_TAIL_LINES) -> str:
-    try:
-        text = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return f"(no log at {path})"
-    return "\n".join(f"    {line}" for line in text[-lines:])
-
-
-def port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-# --- HTTP -----------------------------------------------------------------------------------------
-class Api:
-    """Just enough of the Kubernetes REST API for bring-up (the kubernetes client is slow to import)."""
-
-    def __init__(self, url: str, pki_dir: pathlib.Path):
-        self.url = url
-        self.context = ssl.create_default_context(cafile=str(pki_dir / "ca.crt"))
-        self.context.load_cert_chain(str(pki_dir / "admin.crt"), str(pki_dir / "admin.key"))
-
-    def request(self, method: str, path: str, body: dict | None = None, timeout: float = 10.0):
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.url + path, data=data, method=method)  # noqa: S310 - https only
-        req.add_header("Accept", "application/json")
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        with urllib.request.urlopen(req, context=self.context, timeout=timeout) as resp:  # noqa: S310
-            payload = resp.read()
-        return json.loads(payload) if payload[:1] in (b"{", b"[") else payload.decode()
-
-    def get(self, path: str, timeout: float = 10.0):
-        return self.request("GET", path, timeout=timeout)
-
-
-def http_ok(url: str, context: ssl.SSLContext | None = None, timeout: float = 2.0) -> bool:
-    try:
-        with urllib.request.urlopen(url, context=context, timeout=timeout) as resp:  # noqa: S310 - loopback only
-            return resp.status == 200
-    except (urllib.error.URLError, OSError, ssl.SSLError):
-        return False
-
-
-def insecure_context() -> ssl.SSLContext:
-    # kube-scheduler and kube-controller-manager serve with self-signed certificates, as on kubeadm.
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    return context
-
-
-# --- the lab ------------------------------------------------------------------------------------
-@dataclasses.dataclass
-class Component:
-    name: str
-    argv: list[str]
-    health: Callable[[], bool] | None = None
-    env: dict[str, str] = dataclasses.field(default_factory=dict)
+        return self.logs / f"{component.replace('/', '-')}.log"
 
 
 class Lab:
@@ -253,6 +166,12 @@ class Lab:
         self.log = log
         self.processes: dict[str, dict] = {}
         self.owner = "cli"
+
+    @property
+    def hosts(self) -> nodes.NodeHosts:
+        return nodes.NodeHosts(
+            self.paths.state_dir, self.config.nodes, self.config.sysfs_scenario, int(self.config.cpu), self.log
+        )
 
     # --- state ------------------------------------------------------------------------------
     @classmethod
@@ -275,6 +194,7 @@ class Lab:
             "api_url": self.config.api_url,
             "kubeconfig": str(self.paths.kubeconfig),
             "config": self.config.to_json(),
+            "nodes": {n.name: {"address": n.address, "control_plane": n.control_plane} for n in self.config.nodes},
             "processes": self.processes,
             "updated": time.time(),
         }
@@ -282,7 +202,7 @@ class Lab:
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        """One `up`/`down` at a time per state directory (make lab vs. the pytest fixture)."""
+        """One `up`/`down`/`reboot` at a time per state directory (make lab vs. the pytest fixture)."""
         self.paths.lock.parent.mkdir(parents=True, exist_ok=True)
         with open(self.paths.lock, "a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
@@ -319,7 +239,7 @@ class Lab:
         check: Callable[[], bool],
         component: str | None,
         timeout: float | None = None,
-        log_name: str | None = None,
+        log_path: pathlib.Path | None = None,
     ):
         """Poll ``check``; fail early when ``component`` exits, showing the tail of its log."""
         deadline = time.monotonic() + (timeout or self.config.timeout)
@@ -334,11 +254,22 @@ class Lab:
                         f"{self.paths.log(component)}:\n{log_tail(self.paths.log(component))}"
                     )
             time.sleep(0.25)
-        log_path = self.paths.log(log_name or component or "kube-apiserver")
+        log_path = log_path or self.paths.log(component or "kube-apiserver")
         raise LabError(
             f"timed out after {timeout or self.config.timeout:.0f} s waiting for {what}; last lines of {log_path}:\n"
             f"{log_tail(log_path)}"
         )
+
+    def scheduler_log(self) -> pathlib.Path:
+        """kube-scheduler's current log on the control-plane node (kubelet's /var/log/containers link)."""
+        containers = self.paths.node_disk(self.config.control_plane) / "var" / "log" / "containers"
+        found = sorted(
+            containers.glob("kube-scheduler-*_kube-system_kube-scheduler-*.log"), key=lambda p: p.lstat().st_mtime
+        )
+        if not found:
+            return containers / "kube-scheduler.log"
+        # The link is absolute inside the node; the file is on the node's disk.
+        return self.paths.node_disk(self.config.control_plane) / os.readlink(found[-1]).lstrip("/")
 
     # --- up -----------------------------------------------------------------------------------
     def up(self, build: bool = True, owner: str = "cli") -> bool:
@@ -377,14 +308,17 @@ class Lab:
 
     def _check_ports(self) -> None:
         busy = [
-            f"{name} {self.config.port(name)}"
-            for name in ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler")
-            if not port_free(self.config.port(name))
+            f"127.0.0.1:{self.config.port(name)} ({name})" for name in PORTS if not port_free(self.config.port(name))
+        ]
+        busy += [
+            f"{node.address}:{nodes.SSH_PORT} (sshd of {node.name})"
+            for node in self.config.nodes
+            if nodes.port_open(node.address, nodes.SSH_PORT, timeout=0.2)
         ]
         if busy:
             raise LabError(
-                f"ports in use on 127.0.0.1: {', '.join(busy)}; another lab or cluster is running "
-                "(stop it, or start this one with --port-offset)"
+                f"addresses in use: {', '.join(busy)}; another lab or cluster is running here "
+                "(stop it with `make lab-down`, or stop what listens there)"
             )
 
     def _up_unlocked(self, build: bool) -> None:
@@ -396,151 +330,91 @@ class Lab:
         paths.logs.mkdir(exist_ok=True)
         bin_dir = assets.link_bin_dir(binaries, paths.bin)
         self._save_state("starting")
-        pki_dir = paths.pki
-        control_plane_etc = paths.node_root(config.control_plane) / "etc" / "kubernetes"
-        kubeconfigs = {
-            paths.kubeconfig: ("kubernetes-admin", "system:masters"),
-            pki_dir / "controller-manager.conf": ("system:kube-controller-manager", None),
-            control_plane_etc / "scheduler.conf": ("system:kube-scheduler", None),
-            pki_dir / "kwok.conf": ("kwok-controller", "system:masters"),
-        }
-        lab_pki = pki.create(pki_dir, config.api_url, kubeconfigs)
+        lab_pki = pki.create(
+            paths.pki,
+            config.api_url,
+            {
+                paths.kubeconfig: ("kubernetes-admin", "system:masters"),
+                paths.pki / "controller-manager.conf": ("system:kube-controller-manager", None),
+                paths.pki / "kwok.conf": ("kwok-controller", "system:masters"),
+            },
+        )
         self._write_admin_client_cert(lab_pki)
-        self._prepare_node_roots(lab_pki)
+        hosts = self.hosts
+        hosts.create_login_key()
+        for node in config.nodes:
+            hosts.prepare(node.name, lab_pki, config.api_url)
+        manifests = paths.node_disk(config.control_plane) / "etc" / "kubernetes" / "manifests"
+        pki.atomic_write(manifests / "kube-scheduler.yaml", scheduler_manifest(config), 0o600)
 
-        etcd_url = f"http://127.0.0.1:{config.port('etcd')}"
-        self._start(
-            Component(
-                "etcd",
-                [
-                    str(bin_dir / "etcd"),
-                    "--name=lab",
-                    f"--data-dir={paths.state_dir / 'etcd'}",
-                    f"--listen-client-urls={etcd_url}",
-                    f"--advertise-client-urls={etcd_url}",
-                    f"--listen-peer-urls=http://127.0.0.1:{config.port('etcd-peer')}",
-                    f"--initial-advertise-peer-urls=http://127.0.0.1:{config.port('etcd-peer')}",
-                    f"--initial-cluster=lab=http://127.0.0.1:{config.port('etcd-peer')}",
-                    # Throw-away data: skipping fsync makes start-up and every write much faster.
-                    "--unsafe-no-fsync=true",
-                    "--log-level=warn",
-                ],
-            )
+        etcd_component = etcd.component(
+            bin_dir, paths.state_dir / "etcd", config.port("etcd"), config.port("etcd-peer")
         )
-        self.wait_for("etcd health", lambda: http_ok(f"{etcd_url}/health"), "etcd")
-
-        p = lab_pki.path
-        self._start(
-            Component(
-                "kube-apiserver",
-                [
-                    str(bin_dir / "kube-apiserver"),
-                    "--advertise-address=127.0.0.1",
-                    # Endpoints may not be loopback addresses, and nothing in a pod could reach the
-                    # API server anyway: leave the `kubernetes` Service without endpoints.
-                    "--endpoint-reconciler-type=none",
-                    "--bind-address=127.0.0.1",
-                    f"--secure-port={config.port('apiserver')}",
-                    f"--etcd-servers={etcd_url}",
-                    f"--service-cluster-ip-range={pki.SERVICE_CIDR}",
-                    "--authorization-mode=Node,RBAC",
-                    "--enable-admission-plugins=NodeRestriction",
-                    "--allow-privileged=true",
-                    f"--client-ca-file={p('ca.crt')}",
-                    f"--tls-cert-file={p('apiserver.crt')}",
-                    f"--tls-private-key-file={p('apiserver.key')}",
-                    "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                    f"--service-account-key-file={p('sa.pub')}",
-                    f"--service-account-signing-key-file={p('sa.key')}",
-                    # Aggregation layer, as kubeadm configures it: APIServices such as
-                    # v1beta1.custom.metrics.k8s.io can be registered.
-                    f"--requestheader-client-ca-file={p('front-proxy-ca.crt')}",
-                    "--requestheader-allowed-names=front-proxy-client",
-                    "--requestheader-extra-headers-prefix=X-Remote-Extra-",
-                    "--requestheader-group-headers=X-Remote-Group",
-                    "--requestheader-username-headers=X-Remote-User",
-                    f"--proxy-client-cert-file={p('front-proxy-client.crt')}",
-                    f"--proxy-client-key-file={p('front-proxy-client.key')}",
-                    # No kube-proxy here: reach aggregated servers at their endpoint addresses.
-                    "--enable-aggregator-routing=true",
-                    "--profiling=false",
-                ],
-            )
+        self._start(etcd_component)
+        self.wait_for("etcd health", etcd_component.health, "etcd")
+        apiserver = kube_apiserver.component(
+            bin_dir, config.port("apiserver"), etcd.url(config.port("etcd")), lab_pki, self.apiserver_ready
         )
-        self.wait_for("kube-apiserver /readyz", self.apiserver_ready, "kube-apiserver")
-
-        kcm_conf = str(pki_dir / "controller-manager.conf")
-        self._start(
-            Component(
-                "kube-controller-manager",
-                [
-                    str(bin_dir / "kube-controller-manager"),
-                    "--bind-address=127.0.0.1",
-                    f"--secure-port={config.port('controller-manager')}",
-                    f"--kubeconfig={kcm_conf}",
-                    f"--authentication-kubeconfig={kcm_conf}",
-                    f"--authorization-kubeconfig={kcm_conf}",
-                    f"--client-ca-file={p('ca.crt')}",
-                    f"--requestheader-client-ca-file={p('front-proxy-ca.crt')}",
-                    f"--root-ca-file={p('ca.crt')}",
-                    f"--service-account-private-key-file={p('sa.key')}",
-                    f"--cluster-signing-cert-file={p('ca.crt')}",
-                    f"--cluster-signing-key-file={p('ca.key')}",
-                    "--use-service-account-credentials=true",
-                    "--controllers=*,bootstrapsigner,tokencleaner",
-                    # One instance: no lease to wait for after a restart.
-                    "--leader-elect=false",
-                    f"--service-cluster-ip-range={pki.SERVICE_CIDR}",
-                    "--profiling=false",
-                ],
-            )
+        self._start(apiserver)
+        self.wait_for("kube-apiserver /readyz", apiserver.health, "kube-apiserver")
+        self._bind_cluster_admins()
+        kcm = kube_controller_manager.component(
+            bin_dir, config.port("controller-manager"), paths.pki / "controller-manager.conf", lab_pki
         )
+        self._start(kcm)
         kwok_home = paths.state_dir / "kwok"
         kwok_home.mkdir(exist_ok=True)
-        self._start(
-            Component(
-                "kwok",
-                [
-                    str(bin_dir / "kwok"),
-                    f"--kubeconfig={pki_dir / 'kwok.conf'}",
-                    *(f"--config={stage}" for stage in sorted(KWOK_STAGES.glob("*.yaml"))),
-                    f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake",
-                    "--node-ip=127.0.0.1",
-                    "--node-lease-duration-seconds=40",
-                    "--cidr=10.244.0.0/16",
-                ],
-                # kwok also reads ~/.kwok/kwok.yaml: keep a user's own kwok set-up out of the lab.
-                env={"HOME": str(kwok_home)},
-            )
-        )
-        self._start(
-            Component(
-                "static-pods",
-                [
-                    sys.executable,
-                    str(LAB_DIR / "static_pods.py"),
-                    f"--node-root={paths.node_root(config.control_plane)}",
-                    f"--bin-dir={bin_dir}",
-                    f"--log-dir={paths.logs}",
-                    f"--run-dir={paths.state_dir / 'static-pods'}",
-                    f"--status-file={paths.state_dir / 'static-pods.json'}",
-                    "--poll-interval=1",
-                    f"--kubeconfig={paths.kubeconfig}",
-                    f"--node-name={config.control_plane}",
-                ],
-            )
-        )
+        self._start(kwok.component(bin_dir, paths.pki / "kwok.conf", kwok_home))
         self._create_nodes()
+
+        images = binaries["kube-scheduler"].resolve().parent
+        for node in config.nodes:
+            kubelet_args = self._kubelet_args(node) if node.control_plane else None
+            info = hosts.start(node.name, images, kubelet_args, self._spawn_node)
+            self.processes[f"node/{node.name}"] = info
+            self._save_state("starting")
+        hosts.write_ssh_files()
+
         self.wait_for("all nodes Ready", self._all_nodes_ready, "kwok")
+        self.wait_for("kube-controller-manager /healthz", kcm.health, "kube-controller-manager")
         self.wait_for(
-            "kube-controller-manager /healthz",
-            lambda: http_ok(f"https://127.0.0.1:{config.port('controller-manager')}/healthz", insecure_context()),
-            "kube-controller-manager",
+            "kube-scheduler /healthz",
+            self.scheduler_healthy,
+            f"node/{config.control_plane}",
+            log_path=self.scheduler_log(),
         )
-        self.wait_for("kube-scheduler /healthz", self.scheduler_healthy, "static-pods", log_name="kube-scheduler")
         # Pods are refused until the service-account controller has made `default` in a namespace.
         self.wait_for("the default service account", self._default_service_account, "kube-controller-manager")
         self._save_state("running")
+
+    def _kubelet_args(self, node: nodes.Node) -> list[str]:
+        # Paths as the node sees them: the runner reads the node's own files.
+        return [
+            "--node-root=/",
+            "--bin-dir=/usr/lib/poweraware-lab/images",
+            "--log-dir=/var/log",
+            "--run-dir=/var/lib/kubelet/lab-static-pods",
+            "--status-file=/var/lib/kubelet/lab-static-pods.json",
+            "--poll-interval=1",
+            "--kubeconfig=/etc/kubernetes/kubelet.conf",
+            f"--node-name={node.name}",
+            f"--node-ip={node.address}",
+        ]
+
+    def _bind_cluster_admins(self) -> None:
+        # kubeadm (>= 1.29) gives admin.conf the group kubeadm:cluster-admins, bound to cluster-admin.
+        body = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "kubeadm:cluster-admins"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "kubeadm:cluster-admins"}],
+        }
+        try:
+            self.api().request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", body)
+        except urllib.error.HTTPError as exc:
+            if exc.code != 409:
+                raise LabError(f"creating ClusterRoleBinding kubeadm:cluster-admins: {exc.code}") from exc
 
     def _write_admin_client_cert(self, lab_pki: pki.LabPki) -> None:
         # The bring-up code and tests talk TLS with files; same identity as the admin kubeconfig.
@@ -549,59 +423,21 @@ class Lab:
         pki.atomic_write(lab_pki.path("admin.crt"), base64.b64decode(user["client-certificate-data"]))
         pki.atomic_write(lab_pki.path("admin.key"), base64.b64decode(user["client-key-data"]), 0o600)
 
-    def _prepare_node_roots(self, lab_pki: pki.LabPki) -> None:
-        config = self.config
-        for node in config.node_names:
-            root = self.paths.node_root(node)
-            (root / "etc" / "kubernetes" / "pki").mkdir(parents=True, exist_ok=True)
-            self._build_sysfs(root / "sys")
-        # The control-plane node carries what kubeadm leaves in /etc/kubernetes.
-        etc = self.paths.node_root(config.control_plane) / "etc" / "kubernetes"
-        for name in ("ca.crt", "ca.key", "front-proxy-ca.crt", "front-proxy-ca.key", "sa.pub", "sa.key"):
-            mode = 0o600 if name.endswith(".key") else 0o644
-            pki.atomic_write(etc / "pki" / name, lab_pki.path(name).read_bytes(), mode)
-        pki.atomic_write(etc / "admin.conf", self.paths.kubeconfig.read_bytes(), 0o600)
-        for worker in config.worker_names:
-            pki.atomic_write(
-                self.paths.node_root(worker) / "etc" / "kubernetes" / "pki" / "ca.crt",
-                lab_pki.path("ca.crt").read_bytes(),
-            )
-        manifests = etc / "manifests"
-        manifests.mkdir(parents=True, exist_ok=True)
-        pki.atomic_write(manifests / "kube-scheduler.yaml", scheduler_manifest(self.config))
-
-    def _build_sysfs(self, root: pathlib.Path) -> None:
-        # One CPU in the tree per CPU the Node reports, so sysfs and the API agree.
-        fake_sysfs.build_tree(root, self.config.sysfs_scenario, cpus=int(self.config.cpu))
+    def _spawn_node(self, name: str, argv: list[str]) -> dict:
+        info = spawn(argv, self.paths.log(name), self.paths.state_dir, self.paths.state_dir)
+        self.processes[name] = info
+        return info
 
     def _start(self, component: Component) -> None:
-        log_path = self.paths.log(component.name)
-        env = dict(os.environ)
-        env.update(component.env)
-        env[STATE_ENV] = str(self.paths.state_dir)
-        with open(log_path, "ab") as out:
-            proc = subprocess.Popen(
-                component.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=self.paths.state_dir,
-                env=env,
-                start_new_session=True,  # own process group: `down` signals the whole group
-            )
-        _CHILDREN[proc.pid] = proc
-        self.processes[component.name] = {
-            "pid": proc.pid,
-            "start_time": process_start_time(proc.pid),
-            "log": str(log_path),
-            "argv": component.argv,
-        }
+        self.processes[component.name] = spawn(
+            component.argv, self.paths.log(component.name), self.paths.state_dir, self.paths.state_dir, component.env
+        )
         self._save_state("starting")
 
-    def _node_object(self, name: str, control_plane: bool) -> dict:
+    def _node_object(self, node: nodes.Node) -> dict:
         config = self.config
         labels = {
-            "kubernetes.io/hostname": name,
+            "kubernetes.io/hostname": node.name,
             "kubernetes.io/os": "linux",
             "kubernetes.io/arch": "amd64",
             "beta.kubernetes.io/os": "linux",
@@ -609,7 +445,7 @@ class Lab:
             "type": "kwok",
         }
         spec: dict = {}
-        if control_plane:
+        if node.control_plane:
             labels[CONTROL_PLANE_LABEL] = ""
             spec["taints"] = [{"key": CONTROL_PLANE_LABEL, "effect": "NoSchedule"}]
         version = assets.kubernetes_version()
@@ -617,12 +453,17 @@ class Lab:
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {
-                "name": name,
+                "name": node.name,
                 "labels": labels,
-                "annotations": {KWOK_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+                "annotations": {kwok.ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
             },
             "spec": spec,
             "status": {
+                # The node's own address, where its sshd listens (kwok keeps addresses it is given).
+                "addresses": [
+                    {"type": "InternalIP", "address": node.address},
+                    {"type": "Hostname", "address": node.name},
+                ],
                 "capacity": {
                     "cpu": config.cpu,
                     "memory": config.memory,
@@ -640,26 +481,26 @@ class Lab:
                     "operatingSystem": "linux",
                     "kubeletVersion": version,
                     "kubeProxyVersion": version,
-                    "osImage": "poweraware lab (kwok)",
+                    "osImage": "Debian GNU/Linux 12 (bookworm) (poweraware lab node)",
                 },
             },
         }
 
     def _create_nodes(self) -> None:
         api = self.api()
-        for name in self.config.node_names:
+        for node in self.config.nodes:
             try:
-                api.request("POST", "/api/v1/nodes", self._node_object(name, name == self.config.control_plane))
+                api.request("POST", "/api/v1/nodes", self._node_object(node))
             except urllib.error.HTTPError as exc:
                 if exc.code != 409:
-                    raise LabError(f"creating node {name}: {exc.code} {exc.read()[:500]!r}") from exc
+                    raise LabError(f"creating node {node.name}: {exc.code} {exc.read()[:500]!r}") from exc
 
     def _all_nodes_ready(self) -> bool:
         try:
-            nodes = {n["metadata"]["name"]: n for n in self.nodes()}
+            found = {n["metadata"]["name"]: n for n in self.nodes()}
         except (urllib.error.URLError, OSError, ValueError):
             return False
-        return all(node_ready(nodes.get(name)) for name in self.config.node_names)
+        return all(node_ready(found.get(name)) for name in self.config.node_names)
 
     def _default_service_account(self) -> bool:
         try:
@@ -667,6 +508,35 @@ class Lab:
         except (urllib.error.URLError, OSError, ValueError):
             return False
         return True
+
+    # --- reboot -------------------------------------------------------------------------------
+    def reboot(self, name: str) -> dict:
+        """Power-cycle one node: its processes end, its kernel comes back at power-on values, its
+        disk stays; then it boots, running the enabled boot units. Returns the node's cpufreq
+        settings at power-on (before the units ran) and after boot, and the boot log."""
+        if name not in self.config.node_names:
+            raise LabError(f"no lab node {name!r} (nodes: {', '.join(self.config.node_names)})")
+        with self.locked():
+            key = f"node/{name}"
+            info = self.processes.get(key)
+            if info is None:
+                raise LabError(f"node {name} is not running (start the lab with `make lab`)")
+            hosts = self.hosts
+            hosts.stop(name, info)
+            hosts.power_on_kernel(name)
+            before = nodes.cpufreq_snapshot(hosts.sysfs(name))
+            log_path = self.paths.log(key)
+            offset = log_path.stat().st_size if log_path.exists() else 0
+            node = next(n for n in self.config.nodes if n.name == name)
+            images = pathlib.Path(os.path.realpath(self.paths.bin / "kube-scheduler")).parent
+            kubelet_args = self._kubelet_args(node) if node.control_plane else None
+            self.processes[key] = hosts.start(name, images, kubelet_args, self._spawn_node)
+            hosts.write_ssh_files()
+            self._save_state("running")
+            with open(log_path, errors="replace") as handle:
+                handle.seek(offset)
+                boot = [line.rstrip("\n") for line in handle if " boot: " in line]
+            return {"before_units": before, "after_boot": nodes.cpufreq_snapshot(hosts.sysfs(name)), "boot_log": boot}
 
     # --- users (test sessions sharing one lab) -----------------------------------------------
     @property
@@ -711,13 +581,17 @@ class Lab:
 
     def _down_unlocked(self, remove_logs: bool = True) -> list[int]:
         stopped: list[int] = []
-        # Reverse start order: the runner stops the scheduler, kwok and the controllers go before
-        # the API server, etcd last.
-        for name in reversed(list(self.processes)):
+        hosts = self.hosts
+        # Nodes first (their pods talk to the API server), then kwok and the controllers before the
+        # API server, etcd last.
+        for name in sorted(self.processes, key=lambda n: (not n.startswith("node/"), -list(self.processes).index(n))):
             info = self.processes[name]
-            if process_alive(info["pid"], info.get("start_time")):
+            if name.startswith("node/"):
+                stopped += hosts.stop(name.split("/", 1)[1], info)
+            elif process_alive(info["pid"], info.get("start_time")):
                 stop_process_group(info["pid"])
                 stopped.append(info["pid"])
+            reap(info["pid"])
         for pid in tagged_processes(self.paths.state_dir):
             # Whatever escaped its group (a runner killed with SIGKILL before its pods).
             stop_process_group(pid, group=False)
@@ -738,59 +612,6 @@ class Lab:
         return stopped
 
 
-def stop_process_group(pid: int, group: bool = True, grace: float = 10.0) -> None:
-    """SIGTERM the process (group), wait ``grace`` seconds, then SIGKILL what is left."""
-    start_time = process_start_time(pid)
-
-    def send(sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            if group:
-                os.killpg(pid, sig)
-            else:
-                os.kill(pid, sig)
-
-    send(signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if not process_alive(pid, start_time) and (not group or not _group_alive(pid)):
-            break
-        time.sleep(0.1)
-    else:
-        send(signal.SIGKILL)
-    child = _CHILDREN.pop(pid, None)
-    if child is not None:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            child.wait(timeout=5)
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # Zombies still count for killpg(0); a group of only zombies is gone for our purposes.
-    for entry in pathlib.Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
-
-
-def node_ready(node: dict | None) -> bool:
-    if not node:
-        return False
-    conditions = node.get("status", {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
 def scheduler_manifest(config: LabConfig) -> str:
     """kube-scheduler's static-pod manifest as kubeadm v1.36 writes it (cmd/kubeadm/app/phases/controlplane)."""
     version = assets.kubernetes_version()
@@ -803,8 +624,6 @@ def scheduler_manifest(config: LabConfig) -> str:
         "--leader-elect=true",
     ]
     port = config.port("scheduler")
-    if port != 10259:
-        command.append(f"--secure-port={port}")
 
     def probe(path: str, initial: int, period: int, failures: int) -> dict:
         return {

@@ -30,6 +30,7 @@ static pods (the control-plane node), in its own process group with the pods' pr
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import ctypes
 import dataclasses
@@ -43,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 import yaml
@@ -254,6 +256,45 @@ def probe_ready(manifest: dict, timeout: float = 1.0) -> bool:
         return False
 
 
+class KubeApi:
+    """Just enough of the Kubernetes REST API for mirror pods, with the node's kubelet credentials
+    (the kubeconfig kubeadm writes: ``/etc/kubernetes/kubelet.conf``). Only the standard library:
+    the runner uses the node's system Python, which has no Kubernetes client."""
+
+    def __init__(self, kubeconfig: pathlib.Path):
+        config = yaml.safe_load(kubeconfig.read_text())
+        cluster = config["clusters"][0]["cluster"]
+        user = config["users"][0]["user"]
+        self.server = cluster["server"].rstrip("/")
+        self.context = ssl.create_default_context()
+        if "certificate-authority-data" in cluster:
+            self.context.load_verify_locations(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
+        elif "certificate-authority" in cluster:
+            self.context.load_verify_locations(cafile=cluster["certificate-authority"])
+        cert, key = user.get("client-certificate"), user.get("client-key")
+        if "client-certificate-data" in user:
+            # ssl wants files: keep the decoded pair in a private directory of the runner.
+            private = pathlib.Path(tempfile.mkdtemp(prefix="kubelet-client-"))
+            cert, key = private / "client.crt", private / "client.key"
+            atomic_write(cert, base64.b64decode(user["client-certificate-data"]).decode(), 0o600)
+            atomic_write(key, base64.b64decode(user["client-key-data"]).decode(), 0o600)
+        self.context.load_cert_chain(str(cert), str(key))
+
+    def request(self, method: str, path: str, body: dict | None = None, missing_ok: bool = False, patch: bool = False):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.server + path, data=data, method=method)  # noqa: S310 - https only
+        req.add_header("Accept", "application/json")
+        if data is not None:
+            req.add_header("Content-Type", "application/merge-patch+json" if patch else "application/json")
+        try:
+            with urllib.request.urlopen(req, context=self.context, timeout=10) as resp:  # noqa: S310
+                return json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404 and missing_ok:
+                return None
+            raise RuntimeError(f"{method} {path}: {exc.code} {exc.read()[:300]!r}") from exc
+
+
 class MirrorPods:
     """Mirror pods in the API for the node's static pods, as kubelet keeps them: named
     ``<pod>-<node>``, annotated ``kubernetes.io/config.mirror``, owned by the Node, status from the
@@ -261,17 +302,15 @@ class MirrorPods:
 
     RESYNC = 10.0
 
-    def __init__(self, kubeconfig: pathlib.Path, node_name: str):
-        from kubernetes import client, config
-
-        self.client = client
-        self.core = client.CoreV1Api(config.new_client_from_config(str(kubeconfig)))
+    def __init__(self, kubeconfig: pathlib.Path, node_name: str, node_ip: str):
+        self.api = KubeApi(kubeconfig)
         self.node = node_name
+        self.node_ip = node_ip
         self.reported: dict[tuple[str, str], tuple] = {}
         self.next_resync = 0.0
 
     def _node_uid(self) -> str:
-        return self.core.read_node(self.node).metadata.uid
+        return self.api.request("GET", f"/api/v1/nodes/{self.node}")["metadata"]["uid"]
 
     def _body(self, pod: RunningPod) -> dict:
         manifest = pod.spec.manifest
@@ -318,10 +357,11 @@ class MirrorPods:
                     condition("ContainersReady", running and ready),
                     condition("PodScheduled", True),
                 ],
-                "hostIP": "127.0.0.1",
-                "hostIPs": [{"ip": "127.0.0.1"}],
-                "podIP": "127.0.0.1",
-                "podIPs": [{"ip": "127.0.0.1"}],
+                # Static pods here use the host network: their address is the node's.
+                "hostIP": self.node_ip,
+                "hostIPs": [{"ip": self.node_ip}],
+                "podIP": self.node_ip,
+                "podIPs": [{"ip": self.node_ip}],
                 "startTime": started,
                 "containerStatuses": [
                     {
@@ -342,31 +382,27 @@ class MirrorPods:
 
     def _apply(self, pod: RunningPod, ready: bool) -> None:
         name = f"{pod.spec.name}-{self.node}"
-        namespace = pod.spec.namespace
-        try:
-            current = self.core.read_namespaced_pod(name, namespace)
-        except self.client.ApiException as exc:
-            if exc.status != 404:
-                raise
-            current = None
+        path = f"/api/v1/namespaces/{pod.spec.namespace}/pods"
+        # As kubelet does: list the pods bound to this node (the Node authorizer lets a node read
+        # only pods bound to it, so a GET of a mirror pod not created yet is forbidden, not 404).
+        bound = self.api.request("GET", f"{path}?fieldSelector=spec.nodeName%3D{self.node}")["items"]
+        current = next((p for p in bound if p["metadata"]["name"] == name), None)
         mirror_hash = pod.content_hash[:32]
         if (
             current is not None
-            and (current.metadata.annotations or {}).get("kubernetes.io/config.mirror") != mirror_hash
+            and (current["metadata"].get("annotations") or {}).get("kubernetes.io/config.mirror") != mirror_hash
         ):
             # Like kubelet: a changed static pod gets a new mirror pod.
-            self.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+            self.api.request("DELETE", f"{path}/{name}", {"gracePeriodSeconds": 0}, missing_ok=True)
             current = None
         if current is None:
-            self.core.create_namespaced_pod(namespace, self._body(pod))
-        self.core.patch_namespaced_pod_status(name, namespace, self._status(pod, ready))
+            self.api.request("POST", path, self._body(pod))
+        self.api.request("PATCH", f"{path}/{name}/status", self._status(pod, ready), patch=True)
 
     def _delete(self, key: tuple[str, str]) -> None:
-        try:
-            self.core.delete_namespaced_pod(key[1], key[0], grace_period_seconds=0)
-        except self.client.ApiException as exc:
-            if exc.status != 404:
-                raise
+        self.api.request(
+            "DELETE", f"/api/v1/namespaces/{key[0]}/pods/{key[1]}", {"gracePeriodSeconds": 0}, missing_ok=True
+        )
 
     def sync(self, pods: list[RunningPod]) -> None:
         now = time.monotonic()
@@ -416,20 +452,36 @@ class Runner:
         self.status_file: pathlib.Path | None = args.status_file
         self.poll_interval: float = args.poll_interval
         self.mirrors: MirrorPods | None = None
+        self.node_name: str | None = args.node_name
         if args.kubeconfig and args.node_name:
-            self.mirrors = MirrorPods(args.kubeconfig, args.node_name)
+            self.mirrors = MirrorPods(args.kubeconfig, args.node_name, args.node_ip)
         self.pods: dict[pathlib.Path, RunningPod] = {}
         self.stopping = False
 
     # --- process control --------------------------------------------------------------------
+    def _container_log(self, pod: RunningPod, container: str) -> pathlib.Path:
+        """Where kubelet keeps a container's output: /var/log/pods/<ns>_<pod>_<uid>/<container>/0.log,
+        linked from /var/log/containers/<pod>_<ns>_<container>-<id>.log (what log shippers and the
+        extender role's rollback read)."""
+        assert pod.spec is not None
+        name = f"{pod.spec.name}-{self.node_name}" if self.node_name else pod.spec.name
+        uid = pod.content_hash[:32]
+        log_path = self.log_dir / "pods" / f"{pod.spec.namespace}_{name}_{uid}" / container / "0.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        link = self.log_dir / "containers" / f"{name}_{pod.spec.namespace}_{container}-{pod.content_hash[:64]}.log"
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if not link.is_symlink():
+            for stale in link.parent.glob(f"{name}_{pod.spec.namespace}_{container}-*.log"):
+                stale.unlink()
+            link.symlink_to(log_path)
+        return log_path
+
     def _start(self, pod: RunningPod) -> None:
         assert pod.spec is not None
         self.log_dir.mkdir(parents=True, exist_ok=True)
         pod.processes = []
         for container in pod.spec.containers:
-            log_path = self.log_dir / (
-                f"{pod.spec.name}.log" if len(pod.spec.containers) == 1 else f"{pod.spec.name}-{container.name}.log"
-            )
+            log_path = self._container_log(pod, container.name)
             with open(log_path, "ab", buffering=0) as out:
                 header = (
                     f"==> {time.strftime('%Y-%m-%dT%H:%M:%S')} starting {pod.manifest.name} "
@@ -610,6 +662,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--poll-interval", type=float, default=1.0)
     parser.add_argument("--kubeconfig", type=pathlib.Path, help="keep mirror pods in this cluster (with --node-name)")
     parser.add_argument("--node-name", help="the node the mirror pods are bound to")
+    parser.add_argument(
+        "--node-ip", default="127.0.0.1", help="the node's address (hostIP, and podIP of host-network pods)"
+    )
     return Runner(parser.parse_args(argv)).run()
 
 

@@ -235,3 +235,18 @@ def create(directory: pathlib.Path, server_url: str, kubeconfigs: dict[pathlib.P
         client = make_cert(ca, user, group)
         atomic_write(path, kubeconfig(server_url, ca.cert_pem, client, user), 0o600)
     return LabPki(directory)
+
+
+def load_ca(cluster_pki: LabPki, stem: str = "ca") -> KeyPair:
+    cert = x509.load_pem_x509_certificate(cluster_pki.path(f"{stem}.crt").read_bytes())
+    key = serialization.load_pem_private_key(cluster_pki.path(f"{stem}.key").read_bytes(), password=None)
+    return KeyPair(cert, key)  # type: ignore[arg-type] - the lab's CAs are ECDSA
+
+
+def write_kubeconfigs(
+    cluster_pki: LabPki, server_url: str, kubeconfigs: dict[pathlib.Path, tuple[str, str | None]]
+) -> None:
+    """One kubeconfig (0600) per entry ``path -> (user, group)``, signed by the lab's cluster CA."""
+    ca = load_ca(cluster_pki)
+    for path, (user, group) in kubeconfigs.items():
+        atomic_write(path, kubeconfig(server_url, ca.cert_pem, make_cert(ca, user, group), user), 0o600)

@@ -1,8 +1,9 @@
 """Fail when a role's defaults/main.yml and meta/argument_specs.yml disagree.
 
-Every variable in defaults must be declared in the `main` entry point's options, and every
-option that is not required must have a default in defaults/main.yml with the same value
-(when the spec states one).
+Every variable in defaults must be declared in the options of an entry point (`main`, or the
+entry point of the tasks file that uses it, for roles included with tasks_from), every option that
+is not required must have a default in defaults/main.yml with the same value (when the spec states
+one), and an option declared by two entry points must be declared alike.
 """
 
 import pathlib
@@ -20,7 +21,12 @@ def check_role(role: pathlib.Path) -> list[str]:
     defaults = yaml.safe_load(defaults_file.read_text()) if defaults_file.is_file() else {}
     defaults = defaults or {}
     spec = yaml.safe_load(spec_file.read_text()) or {}
-    options = (spec.get("argument_specs", {}).get("main") or {}).get("options") or {}
+    options: dict = {}
+    for entry, entry_spec in (spec.get("argument_specs") or {}).items():
+        for name, opt in ((entry_spec or {}).get("options") or {}).items():
+            if name in options and options[name] != opt:
+                problems.append(f"{role.name}: {name!r} is declared differently in entry point {entry!r}")
+            options.setdefault(name, opt)
     for name in defaults:
         if name not in options:
             problems.append(f"{role.name}: defaults/main.yml has {name!r}, argument_specs does not")

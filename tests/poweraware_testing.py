@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pathlib
@@ -25,3 +26,24 @@ def tree_digest(root: pathlib.Path, mtimes: bool = False) -> str:
         else:
             digest.update(f"D {rel} {path.stat().st_mode:o}\n".encode())
     return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def as_target_process():
+    """Run a module's main() in this process as if it were the module process on a target.
+
+    Once controller code has been imported (a test that renders role templates), ansible-core sends
+    module warnings to the controller's display instead of the module result, and it de-duplicates
+    warnings process-wide; a real module process starts with neither."""
+    from ansible.module_utils import _internal
+    from ansible.module_utils.common import warnings
+
+    saved_controller, saved_warnings = _internal.is_controller, dict(warnings._global_warnings)
+    _internal.is_controller = False
+    warnings._global_warnings.clear()
+    try:
+        yield
+    finally:
+        _internal.is_controller = saved_controller
+        warnings._global_warnings.clear()
+        warnings._global_warnings.update(saved_warnings)

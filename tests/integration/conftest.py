@@ -6,7 +6,9 @@ import dataclasses
 import json
 import os
 import pathlib
+import shlex
 import ssl
+import subprocess
 import sys
 import time
 import urllib.error
@@ -18,7 +20,7 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from lab import assets, cluster  # noqa: E402 - needs the repository root on sys.path
+from lab import assets, cluster, nodes  # noqa: E402 - needs the repository root on sys.path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,24 +28,31 @@ class LabHandle:
     """A running lab, as the ``lab`` fixture hands it to tests. This interface is kept stable.
 
     Attributes:
-        kubeconfig: admin kubeconfig (user ``kubernetes-admin``, group ``system:masters``).
-        api_url: ``https://127.0.0.1:<port>`` of kube-apiserver.
+        kubeconfig: the lab's admin kubeconfig on this machine (group ``system:masters``), for tests.
+            Playbooks do not get it: on the nodes they use kubeadm's ``/etc/kubernetes/admin.conf``.
+        api_url: ``https://127.0.0.1:6443`` (kube-apiserver).
         ca_cert, ca_key: the cluster CA (PEM files): sign serving/client certificates with it.
         bin_dir: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok.
         state_dir: the lab's state directory (``.cache/lab`` unless ``POWERAWARE_LAB_DIR``).
         control_plane_node: name of the tainted control-plane node (``lab-control-plane``).
         worker_nodes: names of the worker nodes (``lab-worker-1`` ...).
-        inventory: ``inventory/lab`` of this checkout.
-        scheduler_manifest: kube-scheduler's static-pod manifest in the control-plane node root;
-            ``lab/static_pods.py`` restarts the scheduler within about a second of a content change.
+        addresses: node name -> its address (``127.0.1.1``, ``127.0.1.11`` ...), where its sshd listens.
+        inventory: ``inventory/lab`` of this checkout (an SSH inventory of the nodes).
+        scheduler_manifest: the control-plane node's ``/etc/kubernetes/manifests/kube-scheduler.yaml``,
+            as a path on this machine (the node's disk); the node's kubelet restarts the scheduler
+            within about a second of a content change.
         k8s_version: version of the control plane, e.g. ``v1.36.3``.
 
     Methods:
-        node_root(name): the node's fake root (``sys/`` from lab/fake_sysfs.py, ``etc/``).
+        node_disk(name): the node's disk on this machine (upper layers of its /etc, /usr, /var, /opt).
+            Read a node's file as this machine sees it; to act on a node, use ``ssh``.
+        node_sysfs(name): the node's fake kernel tree (its ``/sys``) on this machine.
+        ssh(name, command, sudo=False): run a shell command on the node over SSH as the login user.
         api_client(): a ``kubernetes.client.ApiClient`` for the admin kubeconfig.
-        scheduler_healthy(): whether ``https://127.0.0.1:<scheduler port>/healthz`` answers ok.
+        scheduler_healthy(): whether ``https://127.0.0.1:10259/healthz`` answers ok.
         wait_scheduler_healthy(timeout): wait for that, raising ``TimeoutError``.
-        static_pods_status(): the runner's status (pods by manifest file: pids, sha256, state, error).
+        static_pods_status(): the control-plane kubelet's status (pods by manifest file: pids, sha256, state).
+        scheduler_log(): kube-scheduler's current log file (kubelet's /var/log/pods file on the node's disk).
     """
 
     kubeconfig: pathlib.Path
@@ -54,15 +63,41 @@ class LabHandle:
     state_dir: pathlib.Path
     control_plane_node: str
     worker_nodes: list[str]
+    addresses: dict[str, str]
     inventory: pathlib.Path
     scheduler_manifest: pathlib.Path
     k8s_version: str
     scheduler_port: int
 
-    def node_root(self, name: str) -> pathlib.Path:
-        if name != self.control_plane_node and name not in self.worker_nodes:
+    def _check(self, name: str) -> None:
+        if name not in self.addresses:
             raise KeyError(f"no lab node {name!r}")
-        return self.state_dir / "nodes" / name
+
+    def node_disk(self, name: str) -> pathlib.Path:
+        self._check(name)
+        return self.state_dir / "nodes" / name / "disk"
+
+    def node_sysfs(self, name: str) -> pathlib.Path:
+        self._check(name)
+        return self.state_dir / "nodes" / name / "sys"
+
+    def ssh(self, name: str, command: str, sudo: bool = False, check: bool = True) -> subprocess.CompletedProcess:
+        self._check(name)
+        ssh_dir = self.state_dir / "ssh"
+        argv = [
+            "ssh",
+            "-i",
+            str(ssh_dir / "id_ed25519"),
+            "-o",
+            f"UserKnownHostsFile={ssh_dir / 'known_hosts'}",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "IdentitiesOnly=yes",
+            f"ansible@{self.addresses[name]}",
+            f"sudo -n sh -c {shlex.quote(command)}" if sudo else command,
+        ]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=check)
 
     def api_client(self):
         from kubernetes import client, config
@@ -88,10 +123,14 @@ class LabHandle:
             if self.scheduler_healthy():
                 return
             time.sleep(0.5)
-        raise TimeoutError(f"kube-scheduler not healthy within {timeout:.0f} s; see {self.state_dir}/logs")
+        raise TimeoutError(f"kube-scheduler not healthy within {timeout:.0f} s; see {self.scheduler_log()}")
 
     def static_pods_status(self) -> dict:
-        return json.loads((self.state_dir / "static-pods.json").read_text())
+        path = self.node_disk(self.control_plane_node) / "var/lib/kubelet/lab-static-pods.json"
+        return json.loads(path.read_text())
+
+    def scheduler_log(self) -> pathlib.Path:
+        return cluster.Lab.from_state(self.state_dir, log=lambda _m: None).scheduler_log()
 
 
 def handle_for(lab: cluster.Lab) -> LabHandle:
@@ -105,8 +144,9 @@ def handle_for(lab: cluster.Lab) -> LabHandle:
         state_dir=paths.state_dir,
         control_plane_node=config.control_plane,
         worker_nodes=config.worker_names,
+        addresses={node.name: node.address for node in config.nodes},
         inventory=REPO_ROOT / "inventory" / "lab",
-        scheduler_manifest=paths.node_root(config.control_plane) / "etc/kubernetes/manifests/kube-scheduler.yaml",
+        scheduler_manifest=paths.node_disk(config.control_plane) / "etc/kubernetes/manifests/kube-scheduler.yaml",
         k8s_version=assets.kubernetes_version(),
         scheduler_port=config.port("scheduler"),
     )
@@ -118,15 +158,14 @@ def lab() -> LabHandle:
 
     Test sessions register as users of the lab; the last session to finish stops a lab that test
     sessions started, so parallel sessions can share it. A lab started with `make lab` is left
-    running. ``POWERAWARE_LAB_DIR`` selects another state directory and
-    ``POWERAWARE_LAB_PORT_OFFSET`` moves its ports (for a lab beside a running one).
+    running. ``POWERAWARE_LAB_DIR`` selects another state directory (one lab per machine: the
+    nodes' addresses and kubeadm's ports are fixed).
     """
     state_dir = pathlib.Path(os.environ.get("POWERAWARE_LAB_DIR", cluster.DEFAULT_STATE_DIR))
-    port_offset = int(os.environ.get("POWERAWARE_LAB_PORT_OFFSET", "0"))
-    instance = cluster.Lab(cluster.LabConfig(state_dir=state_dir, port_offset=port_offset))
+    instance = cluster.Lab(cluster.LabConfig(state_dir=state_dir))
     try:
         instance.acquire(build=True)
-    except (cluster.LabError, assets.AssetsError) as exc:
+    except (cluster.LabError, assets.AssetsError, nodes.NodeError) as exc:
         pytest.fail(f"the lab did not start: {exc}", pytrace=False)
     try:
         yield handle_for(instance)

@@ -1,0 +1,51 @@
+"""kube-apiserver: flags as kubeadm sets them, on 127.0.0.1, with the aggregation layer."""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Callable
+
+from lab import pki
+from lab.process import Component
+
+
+def component(
+    bin_dir: pathlib.Path, port: int, etcd_url: str, lab_pki: pki.LabPki, ready: Callable[[], bool]
+) -> Component:
+    p = lab_pki.path
+    return Component(
+        "kube-apiserver",
+        [
+            str(bin_dir / "kube-apiserver"),
+            "--advertise-address=127.0.0.1",
+            # Endpoints may not be loopback addresses, and nothing in a pod could reach the
+            # API server anyway: leave the `kubernetes` Service without endpoints.
+            "--endpoint-reconciler-type=none",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--etcd-servers={etcd_url}",
+            f"--service-cluster-ip-range={pki.SERVICE_CIDR}",
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction",
+            "--allow-privileged=true",
+            f"--client-ca-file={p('ca.crt')}",
+            f"--tls-cert-file={p('apiserver.crt')}",
+            f"--tls-private-key-file={p('apiserver.key')}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={p('sa.pub')}",
+            f"--service-account-signing-key-file={p('sa.key')}",
+            # Aggregation layer, as kubeadm configures it: APIServices such as
+            # v1beta1.custom.metrics.k8s.io can be registered.
+            f"--requestheader-client-ca-file={p('front-proxy-ca.crt')}",
+            "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-username-headers=X-Remote-User",
+            f"--proxy-client-cert-file={p('front-proxy-client.crt')}",
+            f"--proxy-client-key-file={p('front-proxy-client.key')}",
+            # No kube-proxy here: reach aggregated servers at their endpoint addresses.
+            "--enable-aggregator-routing=true",
+            "--profiling=false",
+        ],
+        health=ready,
+    )

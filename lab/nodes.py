@@ -1,0 +1,305 @@
+"""The lab's nodes as hosts: each one a mount and UTS namespace of this machine, reached over SSH.
+
+A node is what Ansible sees on a bare-metal cluster: a host with its own address in 127.0.0.0/8
+(127.0.1.1 for the control plane, 127.0.1.1N for worker N), its own hostname, an sshd on that
+address, a non-root login user with passwordless sudo, the system Python of a fresh Debian server,
+kubeadm's files at their real paths with kubeadm's owners and modes, and a fake kernel (cpufreq,
+powercap) at the real ``/sys`` paths. The controller is not a node: nothing of the checkout or the
+lab state is visible inside one (lab/node_init.py hides it).
+
+On the controller, under ``<state>/nodes/<node>/``::
+
+    node.json     what lab/node_init.py reads (addresses, paths, services)
+    disk/         the node's persistent disk: upper layers of /etc /usr /var /opt, and /root, /home
+    overlay-work/ overlayfs work directories
+    sys/          the node's kernel, rebuilt at power-on (lab/fake_sysfs.py)
+
+``<state>/ssh/`` holds the lab's login key pair (0600), ``known_hosts`` with each node's host key and
+an ``ssh_config`` naming every node. A node runs as long as its init process; stopping it ends every
+process in its mount namespace, and with the last one the namespace and all its mounts are gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+import yaml
+
+from lab import fake_sysfs, pki
+
+LAB_DIR = pathlib.Path(__file__).resolve().parent
+REPO_ROOT = LAB_DIR.parent
+LOGIN_USER = "ansible"
+LOGIN_UID = 2000  # not used by the Debian base system or this machine's accounts
+SSH_PORT = 22
+NODE_PYTHON = "/usr/bin/python3"
+ADDRESS_PREFIX = "127.0.1."
+# kubeadm's kubelet configuration (the fields that matter here); reservedSystemCPUs on workers,
+# as a cluster with CPU pools sets it (the cpu_power role reads it).
+WORKER_RESERVED_CPUS = "0-1"
+
+
+class NodeError(RuntimeError):
+    """A node could not be prepared, started or stopped; the message says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Node:
+    name: str
+    address: str
+    control_plane: bool
+
+
+def node_address(index: int, control_plane: bool) -> str:
+    return f"{ADDRESS_PREFIX}{1 if control_plane else 10 + index}"
+
+
+def _mnt_ns(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/mnt")
+    except OSError:
+        return None
+
+
+def pids_in_namespace(ns: str) -> list[int]:
+    found = []
+    for entry in pathlib.Path("/proc").iterdir():
+        if entry.name.isdigit() and _mnt_ns(int(entry.name)) == ns:
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def port_open(address: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((address, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+class NodeHosts:
+    """Prepare, start, stop and reboot the lab's node hosts."""
+
+    def __init__(self, state_dir: pathlib.Path, nodes: list[Node], scenario: str, cpus: int, log=print):
+        self.state_dir = state_dir
+        self.nodes = {n.name: n for n in nodes}
+        self.scenario = scenario
+        self.cpus = cpus
+        self.log = log
+
+    # --- paths --------------------------------------------------------------------------------
+    def root(self, name: str) -> pathlib.Path:
+        return self.state_dir / "nodes" / name
+
+    def disk(self, name: str) -> pathlib.Path:
+        return self.root(name) / "disk"
+
+    def sysfs(self, name: str) -> pathlib.Path:
+        return self.root(name) / "sys"
+
+    @property
+    def ssh_dir(self) -> pathlib.Path:
+        return self.state_dir / "ssh"
+
+    @property
+    def ssh_key(self) -> pathlib.Path:
+        return self.ssh_dir / "id_ed25519"
+
+    # --- preparation (before the first boot) ---------------------------------------------------
+    def create_login_key(self) -> None:
+        self.ssh_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not self.ssh_key.exists():
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "poweraware-lab", "-f", str(self.ssh_key)],
+                check=True,
+            )
+        os.chmod(self.ssh_key, 0o600)
+
+    def prepare(self, name: str, cluster_pki: pki.LabPki, api_url: str) -> None:
+        """Write the node's disk as kubeadm leaves it, and its kernel at power-on."""
+        node = self.nodes[name]
+        disk = self.disk(name)
+        for sub in ("etc", "usr", "var", "opt", "root", "home"):
+            (disk / sub).mkdir(parents=True, exist_ok=True)
+        os.chmod(disk / "root", 0o700)
+        etc = disk / "etc" / "kubernetes"
+        (etc / "pki").mkdir(parents=True, exist_ok=True)
+        (etc / "manifests").mkdir(parents=True, exist_ok=True)
+        pki.atomic_write(etc / "pki" / "ca.crt", cluster_pki.path("ca.crt").read_bytes(), 0o644)
+        # Every kubeadm node has a kubelet identity (system:node:<name>); mirror pods use it.
+        kubeconfigs: dict[pathlib.Path, tuple[str, str | None]] = {
+            etc / "kubelet.conf": (f"system:node:{name}", "system:nodes")
+        }
+        if node.control_plane:
+            for stem in ("ca", "front-proxy-ca", "apiserver", "front-proxy-client"):
+                for suffix, mode in ((".crt", 0o644), (".key", 0o600)):
+                    pki.atomic_write(
+                        etc / "pki" / f"{stem}{suffix}", cluster_pki.path(stem + suffix).read_bytes(), mode
+                    )
+            pki.atomic_write(etc / "pki" / "sa.key", cluster_pki.path("sa.key").read_bytes(), 0o600)
+            pki.atomic_write(etc / "pki" / "sa.pub", cluster_pki.path("sa.pub").read_bytes(), 0o644)
+            kubeconfigs.update(
+                {
+                    etc / "admin.conf": ("kubernetes-admin", "kubeadm:cluster-admins"),
+                    etc / "super-admin.conf": ("kubernetes-super-admin", "system:masters"),
+                    etc / "scheduler.conf": ("system:kube-scheduler", None),
+                    etc / "controller-manager.conf": ("system:kube-controller-manager", None),
+                }
+            )
+        pki.write_kubeconfigs(cluster_pki, api_url, kubeconfigs)
+        kubelet_dir = disk / "var" / "lib" / "kubelet"
+        kubelet_dir.mkdir(parents=True, exist_ok=True)
+        kubelet_config = {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            "authentication": {"x509": {"clientCAFile": "/etc/kubernetes/pki/ca.crt"}},
+            "cgroupDriver": "systemd",
+            "clusterDNS": ["10.96.0.10"],
+            "clusterDomain": "cluster.local",
+            "staticPodPath": "/etc/kubernetes/manifests",
+        }
+        if not node.control_plane:
+            kubelet_config.update({"cpuManagerPolicy": "static", "reservedSystemCPUs": WORKER_RESERVED_CPUS})
+        pki.atomic_write(kubelet_dir / "config.yaml", yaml.safe_dump(kubelet_config, sort_keys=False), 0o644)
+        self._install_lab_files(name)
+        self.power_on_kernel(name)
+
+    def _install_lab_files(self, name: str) -> None:
+        # The kubelet stand-in and the service manager, as a package would install them.
+        disk = self.disk(name)
+        lib = disk / "usr" / "lib" / "poweraware-lab"
+        lib.mkdir(parents=True, exist_ok=True)
+        for source, target in (("node_init.py", "node_init.py"), ("kubelet.py", "kubelet.py")):
+            shutil.copyfile(LAB_DIR / source, lib / target)
+        sbin = disk / "usr" / "local" / "sbin"
+        sbin.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(LAB_DIR / "node_systemctl.py", sbin / "systemctl")
+        os.chmod(sbin / "systemctl", 0o755)  # noqa: S103 - an executable in /usr/local/sbin
+
+    def power_on_kernel(self, name: str) -> None:
+        """The node's kernel as at power-on: cpufreq and powercap at their boot values."""
+        fake_sysfs.build_tree(self.sysfs(name), self.scenario, rebuild=True, cpus=self.cpus)
+
+    # --- run ----------------------------------------------------------------------------------
+    def _config(self, name: str, images: pathlib.Path, kubelet_args: list[str] | None) -> pathlib.Path:
+        node = self.nodes[name]
+        hide = [str(REPO_ROOT), str(self.state_dir)]
+        config = {
+            "name": name,
+            "address": node.address,
+            "ssh_port": SSH_PORT,
+            "disk": str(self.disk(name)),
+            "overlay_work": str(self.root(name) / "overlay-work"),
+            "sysfs": str(self.sysfs(name)),
+            "images": str(images),
+            "hide": hide,
+            "user": LOGIN_USER,
+            "uid": LOGIN_UID,
+            "authorized_key": (self.ssh_dir / "id_ed25519.pub").read_text(),
+            "cluster_hosts": {n.name: n.address for n in self.nodes.values()},
+            "kubelet": kubelet_args or [],
+        }
+        path = self.root(name) / "node.json"
+        pki.atomic_write(path, json.dumps(config, indent=2) + "\n", 0o600)
+        return path
+
+    def start(
+        self, name: str, images: pathlib.Path, kubelet_args: list[str] | None, spawn, timeout: float = 30.0
+    ) -> dict:
+        """Boot the node; ``spawn(name, argv, log_path)`` starts a process and returns its record."""
+        config = self._config(name, images, kubelet_args)
+        # The node's own copy of its init: the node's Python runs it, nothing of the checkout.
+        init = self.disk(name) / "usr" / "lib" / "poweraware-lab" / "node_init.py"
+        argv = ["unshare", "--mount", "--uts", "--propagation", "private", NODE_PYTHON, str(init), str(config)]
+        info = spawn(f"node/{name}", argv)
+        node = self.nodes[name]
+        deadline = time.monotonic() + timeout
+        host_key = self.disk(name) / "etc" / "ssh" / "ssh_host_ed25519_key.pub"
+        while time.monotonic() < deadline:
+            if not _alive(info["pid"]):
+                raise NodeError(f"node {name} did not boot; see {info['log']}")
+            if host_key.exists() and port_open(node.address, SSH_PORT):
+                info["mnt_ns"] = _mnt_ns(info["pid"])
+                return info
+            time.sleep(0.1)
+        raise NodeError(f"node {name}: sshd did not answer on {node.address}:{SSH_PORT} within {timeout:.0f} s")
+
+    def write_ssh_files(self) -> None:
+        """known_hosts with each node's own host key, and an ssh_config naming every node."""
+        known, config = [], []
+        for node in self.nodes.values():
+            key = (self.disk(node.name) / "etc" / "ssh" / "ssh_host_ed25519_key.pub").read_text().split()
+            known.append(f"{node.address},{node.name} {key[0]} {key[1]}")
+            config += [
+                f"Host {node.name} {node.address}",
+                f"  HostName {node.address}",
+                f"  User {LOGIN_USER}",
+                f"  IdentityFile {self.ssh_key}",
+                f"  UserKnownHostsFile {self.ssh_dir / 'known_hosts'}",
+                "  IdentitiesOnly yes",
+                "",
+            ]
+        pki.atomic_write(self.ssh_dir / "known_hosts", "\n".join(known) + "\n", 0o644)
+        pki.atomic_write(self.ssh_dir / "ssh_config", "\n".join(config), 0o644)
+
+    def stop(self, name: str, info: dict, grace: float = 15.0) -> list[int]:
+        """Stop the node: its init stops its services; whatever else runs in its namespace (SSH
+        sessions, commands started over SSH) is killed. Returns the pids that were running."""
+        pid, ns = info["pid"], info.get("mnt_ns")
+        members = pids_in_namespace(ns) if ns and _mnt_ns(pid) == ns else []
+        if _alive(pid, info.get("start_time")):
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline and _alive(pid, info.get("start_time")):
+                time.sleep(0.1)
+        if ns:
+            for _round in range(3):
+                left = pids_in_namespace(ns)
+                if not left:
+                    break
+                for other in left:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(other, signal.SIGKILL)
+                time.sleep(0.2)
+        _reap(pid)
+        return sorted(set(members) | {pid})
+
+    def boot_log(self, name: str) -> str:
+        path = self.disk(name) / "var" / "log" / "lab" / "boot.log"
+        return path.read_text() if path.exists() else ""
+
+
+def cpufreq_snapshot(sysfs: pathlib.Path) -> dict[str, str]:
+    """The settings a CPU power profile changes, per cpufreq policy: what a boot unit must restore."""
+    found = {}
+    for policy in sorted((sysfs / "devices/system/cpu/cpufreq").glob("policy*")):
+        for attr in ("scaling_min_freq", "scaling_max_freq", "scaling_governor", "energy_performance_preference"):
+            path = policy / attr
+            if path.exists():
+                found[f"{policy.name}/{attr}"] = path.read_text().strip()
+    return found
+
+
+def _alive(pid: int, start_time: int | None = None) -> bool:
+    try:
+        stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    fields = stat[stat.rindex(")") + 2 :].split()
+    if fields[0] == "Z":
+        return False
+    return start_time is None or int(fields[19]) == start_time
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
