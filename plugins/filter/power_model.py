@@ -1,6 +1,7 @@
 # Copyright: poweraware.k8s contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The poweraware.k8s.power_model filter; documentation in power_model.yml beside this file."""
+"""The poweraware.k8s.power_model, power_model_fits and power_model_promql filters; documentation in
+power_model.yml, power_model_fits.yml and power_model_promql.yml beside this file."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import
     DEFAULT_KIND,
     PowerModelError,
     fit_model,
+    fit_nodes,
+    power_jump_promql,
 )
+from ansible_collections.poweraware.k8s.plugins.module_utils._quantity import QuantityError
 
 
 def power_model(samples, kind=DEFAULT_KIND, node=None, knots=None, smoothing=None, robust=True):
@@ -26,8 +30,29 @@ def power_model(samples, kind=DEFAULT_KIND, node=None, knots=None, smoothing=Non
         raise AnsibleFilterError(str(err)) from err
 
 
+def power_model_fits(samples_by_node, nodes=None, kind=DEFAULT_KIND, min_samples=30, min_util_span=20.0,
+                     max_rmse_percent=10.0):  # fmt: skip
+    """Fit and judge every node's model (see ``fit_nodes``): ``{node: {status, model, quality, ...}}``."""
+    try:
+        return fit_nodes(samples_by_node, nodes, kind, min_samples, min_util_span, max_rmse_percent)
+    except PowerModelError as err:
+        raise AnsibleFilterError(str(err)) from err
+
+
+def power_model_promql(model, util_series, reference_cpu, capacity_cpu, node=None):
+    """PromQL terms of the power jump of a reference pod (see ``power_jump_promql``)."""
+    try:
+        return power_jump_promql(model, util_series, reference_cpu, capacity_cpu, node=node)
+    except (PowerModelError, QuantityError) as err:
+        raise AnsibleFilterError(str(err)) from err
+
+
 class FilterModule:
-    """Power model fitting."""
+    """Power model fitting, judging and publishing."""
 
     def filters(self):
-        return {"power_model": power_model}
+        return {
+            "power_model": power_model,
+            "power_model_fits": power_model_fits,
+            "power_model_promql": power_model_promql,
+        }

@@ -95,3 +95,31 @@ def format_version(version):
     """``(1, 29, 3)`` -> ``'1.29.3'``; ``(1, 29, None)`` -> ``'1.29'``."""
     major, minor, patch = version
     return "%d.%d" % (major, minor) if patch is None else "%d.%d.%d" % (major, minor, patch)
+
+
+def resolve_version(explicit, image):
+    """The release to configure: ``(version, warnings)``.
+
+    ``explicit`` (the user's ``kubernetes_version``, may be empty) wins; otherwise the tag of the
+    kube-scheduler ``image`` (None when the container has none). A mismatch in major.minor between
+    the two is a warning. Raises VersionError saying what to set when neither names a release.
+    """
+    image_version, image_error = None, None
+    if isinstance(image, str):
+        try:
+            image_version = version_from_image(image)
+        except VersionError as exc:
+            image_error = str(exc)
+    else:
+        image_error = "the kube-scheduler container has no image; set kubernetes_version explicitly"
+    if explicit:
+        version = parse_version(explicit)
+        warnings = []
+        if image_version and image_version[:2] != version[:2]:
+            warnings.append(
+                f"kubernetes_version {explicit} differs from the manifest image tag ({image}); using {explicit}"
+            )
+        return version, warnings
+    if image_version:
+        return image_version, []
+    raise VersionError(image_error)

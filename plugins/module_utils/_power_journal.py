@@ -16,9 +16,9 @@ from __future__ import annotations
 import copy
 import json
 import os
-import tempfile
 
 from ansible_collections.poweraware.k8s.plugins.module_utils._cpulist import format_cpulist
+from ansible_collections.poweraware.k8s.plugins.module_utils._node_files import atomic_write
 from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import PowerError
 
 DEFAULT_STATE_FILE = "/var/lib/poweraware/cpu_power_state.json"
@@ -95,22 +95,8 @@ class StateStore:
 
     def save(self):
         """Write atomically: temp file in the same directory, fsync, rename."""
-        directory = os.path.dirname(self.path) or "."
-        if not os.path.isdir(directory):
-            os.makedirs(directory, 0o755)
-        fd, tmp = tempfile.mkstemp(prefix=".cpu_power_state.", dir=directory)
-        try:
-            with os.fdopen(fd, "w") as handle:
-                json.dump(self.data, handle, indent=2, sort_keys=True)
-                handle.write("\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, self.path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        text = json.dumps(self.data, indent=2, sort_keys=True) + "\n"
+        atomic_write(self.path, text, mode=0o644, prefix=".cpu_power_state.", fsync=True)
         self.saved = copy.deepcopy(self.data)
         self.existed = True
 

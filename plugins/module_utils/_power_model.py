@@ -30,12 +30,17 @@ import bisect
 import math
 import operator
 
+from ansible_collections.poweraware.k8s.plugins.module_utils._quantity import parse_cpu_quantity
+
 __all__ = [
     "DEFAULT_KIND",
     "KINDS",
     "PowerModelError",
     "compile_model",
     "fit_model",
+    "fit_nodes",
+    "judge_fit",
+    "power_jump_promql",
     "predict_power",
 ]
 
@@ -64,9 +69,6 @@ _PEAKS_K2_MIN_ABS = 1e-6
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 # 30 golden steps shrink a grid cell by 0.618**30, about 5e-7: k2 to 1e-9 per percent.
 _PEAKS_GOLDEN_STEPS = 30
-
-_MIN_DISTINCT_UTIL = {"piecewise_linear": 2, "peaks": 3, "linear": 2}
-_OPTIONS = {"piecewise_linear": ("knots", "smoothing", "robust"), "peaks": ("robust",), "linear": ("robust",)}
 
 
 class PowerModelError(ValueError):
@@ -335,13 +337,6 @@ def _fit_piecewise_weighted(utils, watts, weights, knots=DEFAULT_KNOTS, smoothin
     return params, _piecewise_predictor(params)
 
 
-_WEIGHTED_FITS = {
-    "piecewise_linear": _fit_piecewise_weighted,
-    "peaks": _fit_peaks_weighted,
-    "linear": _fit_linear_weighted,
-}
-
-
 # --- predictors -------------------------------------------------------------------------------
 
 
@@ -368,16 +363,71 @@ def _piecewise_predictor(params):
     return predict
 
 
-_PREDICTORS = {
-    "piecewise_linear": _piecewise_predictor,
-    "peaks": _peaks_predictor,
-    "linear": _linear_predictor,
-}
-_PARAM_NAMES = {
-    "piecewise_linear": ("knot_util", "knot_watts"),
-    "peaks": ("k0", "k1", "k2"),
-    "linear": ("idle_w", "max_w"),
-}
+# --- PromQL: the power jump P(u + d) - P(u) of each kind ---------------------------------------
+# ``x`` is the utilisation series (percent), ``d`` the jump in percentage points. Above 100 % the
+# last slope continues, so a node the pod would overfill never looks cheap.
+
+
+def _num(value):
+    return "%.10g" % float(value)
+
+
+def _plus(value):
+    """``+ v`` or ``- |v|`` (``-0.0`` stays ``+ -0``, as the rules have always been written)."""
+    value = float(value)
+    return f"+ {_num(value)}" if value >= 0 else f"- {_num(-value)}"
+
+
+def _segments_promql(knots, values, x, d):
+    """Piecewise linear through (knots, values): a sum of clamped ramps, the last slope continued."""
+    terms = []
+    for k in range(1, len(knots)):
+        width = float(knots[k]) - float(knots[k - 1])
+        slope = (float(values[k]) - float(values[k - 1])) / width
+        if slope != 0:
+            lower = float(knots[k - 1])
+            terms.append(
+                f"{_num(slope)} * (clamp({x} {_plus(d - lower)}, 0, {_num(width)}) - clamp({x} {_plus(-lower)}, 0, "
+                f"{_num(width)}))"
+            )
+    last = (float(values[-1]) - float(values[-2])) / (float(knots[-1]) - float(knots[-2]))
+    terms.append(f"{_num(last)} * (clamp_min({x} {_plus(d - 100)}, 0) - clamp_min({x} - 100, 0))")
+    return terms
+
+
+def _piecewise_promql(params, x, d):
+    return _segments_promql(params["knot_util"], params["knot_watts"], x, d)
+
+
+def _linear_promql(params, x, d):
+    return _segments_promql([0, 100], [params["idle_w"], params["max_w"]], x, d)
+
+
+def _peaks_promql(params, x, d):
+    k1, k2 = _num(params["k1"]), _num(params["k2"])
+    return [f"{k1} * (exp({k2} * ({x} {_plus(d)})) - exp({k2} * {x}))"]
+
+
+class _Kind:
+    """Everything about one model kind: its parameters, fit, predictor and PromQL rendering."""
+
+    def __init__(self, params, fit, predictor, promql, min_distinct, options):
+        self.params = params
+        self.fit = fit
+        self.predictor = predictor
+        self.promql = promql
+        self.min_distinct = min_distinct
+        self.options = options
+
+
+_KINDS = {
+    "piecewise_linear": _Kind(
+        ("knot_util", "knot_watts"), _fit_piecewise_weighted, _piecewise_predictor, _piecewise_promql, 2,
+        ("knots", "smoothing", "robust"),
+    ),
+    "peaks": _Kind(("k0", "k1", "k2"), _fit_peaks_weighted, _peaks_predictor, _peaks_promql, 3, ("robust",)),
+    "linear": _Kind(("idle_w", "max_w"), _fit_linear_weighted, _linear_predictor, _linear_promql, 2, ("robust",)),
+}  # fmt: skip
 
 
 def compile_model(model, node=None):
@@ -389,12 +439,12 @@ def compile_model(model, node=None):
     if not hasattr(model, "get"):
         _fail(node, "model", f"expected a mapping from power_model, got {type(model).__name__}")
     kind = model.get("kind")
-    if kind not in _PREDICTORS:
+    if kind not in _KINDS:
         _fail(node, "model.kind", f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
     params = model.get("params")
     if not hasattr(params, "get"):
         _fail(node, "model.params", f"expected a mapping, got {type(params).__name__}")
-    for name in _PARAM_NAMES[kind]:
+    for name in _KINDS[kind].params:
         if name not in params:
             _fail(node, f"model.params.{name}", f"missing for kind {kind!r}")
     if kind == "piecewise_linear":
@@ -421,10 +471,10 @@ def compile_model(model, node=None):
                 f"need {len(knots)} finite numbers (one per knot), got {params['knot_watts']!r}",
             )
         return _piecewise_predictor({"knot_util": list(knots), "knot_watts": values})
-    for name in _PARAM_NAMES[kind]:
+    for name in _KINDS[kind].params:
         if not _finite_number(params[name]):
             _fail(node, f"model.params.{name}", f"must be a finite number, got {params[name]!r}")
-    return _PREDICTORS[kind](params)
+    return _KINDS[kind].predictor(params)
 
 
 def predict_power(model, util, node=None):
@@ -480,11 +530,11 @@ def fit_model(samples, kind=DEFAULT_KIND, node=None, **options):
     where ``rmse_w`` is the root-mean-square residual over the samples, in watts.
     Raises ``PowerModelError`` (a ``ValueError``) naming the node and the field on bad input.
     """
-    if kind not in _WEIGHTED_FITS:
+    if kind not in _KINDS:
         _fail(node, "kind", f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
-    unknown = sorted(set(options) - set(_OPTIONS[kind]))
+    unknown = sorted(set(options) - set(_KINDS[kind].options))
     if unknown:
-        _fail(node, unknown[0], f"not an option of kind {kind!r} (options: {', '.join(_OPTIONS[kind])})")
+        _fail(node, unknown[0], f"not an option of kind {kind!r} (options: {', '.join(_KINDS[kind].options)})")
     robust = options.pop("robust", True)
     if not isinstance(robust, bool):
         _fail(node, "robust", f"must be true or false, got {robust!r}")
@@ -496,14 +546,14 @@ def fit_model(samples, kind=DEFAULT_KIND, node=None, **options):
             _fail(node, "smoothing", f"must be a finite number >= 0, got {smoothing!r}")
     utils, watts = _validated_samples(samples, node)
     distinct = len(set(utils))
-    if distinct < _MIN_DISTINCT_UTIL[kind]:
+    if distinct < _KINDS[kind].min_distinct:
         _fail(
             node,
             "samples",
-            f"kind {kind!r} needs samples at {_MIN_DISTINCT_UTIL[kind]} or more distinct utilisation values, "
+            f"kind {kind!r} needs samples at {_KINDS[kind].min_distinct} or more distinct utilisation values, "
             f"got {distinct}",
         )
-    weighted_fit = _WEIGHTED_FITS[kind]
+    weighted_fit = _KINDS[kind].fit
     if robust:
         params, predict = _robust_fit(weighted_fit, utils, watts, options)
     else:
@@ -514,3 +564,83 @@ def fit_model(samples, kind=DEFAULT_KIND, node=None, **options):
         "params": params,
         "quality": {"rmse_w": rmse, "samples": len(utils), "util_min": min(utils), "util_max": max(utils)},
     }
+
+
+# --- publishing --------------------------------------------------------------------------------
+
+
+def power_jump_promql(model, util_series, reference_cpu, capacity_cpu, node=None):
+    """PromQL for the watts a pod of ``reference_cpu`` adds at the utilisation ``util_series``:
+    ``P(u + d) - P(u)`` with ``d = 100 * reference / capacity`` percentage points and the last slope
+    continued above 100 %. Quantities are Kubernetes CPU quantities (``"2"``, ``"500m"``).
+
+    Returns the terms of the sum, one per ramp (``" + "`` joins them into the expression).
+    """
+    compile_model(model, node)
+    capacity = parse_cpu_quantity(str(capacity_cpu))
+    if capacity <= 0:
+        _fail(node, "capacity", f"must be a positive CPU quantity, got {capacity_cpu!r}")
+    d = 100.0 * float(parse_cpu_quantity(str(reference_cpu))) / float(capacity)
+    return _KINDS[model["kind"]].promql(model["params"], util_series, d)
+
+
+def judge_fit(samples, model, peaks, known, min_samples, max_rmse_percent):
+    """The verdict on one node's fits (``model`` of the published kind and ``peaks``, each a
+    ``fit_model`` result or None when the samples were too few or too narrow to fit).
+
+    Returns ``{status, samples, util_span, rmse_percent, model, quality, peaks, peaks_rmse_percent}``;
+    ``status`` is ``ok``, ``unknown_node`` (no such Kubernetes node), ``too_few_samples``,
+    ``narrow_utilisation_range`` or ``poor_fit`` (RMSE above ``max_rmse_percent`` of the mean power).
+    ``model``/``quality`` are published only for ``ok``; ``peaks`` (its params) only when it is ``ok``
+    and the Peaks fit is within the same limit.
+    """
+    samples = list(samples or [])
+    utils = [float(s["util"]) for s in samples]
+    mean_w = sum(float(s["watts"]) for s in samples) / max(len(samples), 1)
+
+    def rmse_percent(fit):
+        return 100 * fit["quality"]["rmse_w"] / mean_w if fit and mean_w > 0 else None
+
+    rmse, peaks_rmse = rmse_percent(model), rmse_percent(peaks)
+    if not known:
+        status = "unknown_node"
+    elif len(samples) < int(min_samples):
+        status = "too_few_samples"
+    elif not model:
+        status = "narrow_utilisation_range"
+    elif rmse is None or rmse > float(max_rmse_percent):
+        status = "poor_fit"
+    else:
+        status = "ok"
+    ok = status == "ok"
+    return {
+        "status": status,
+        "samples": len(samples),
+        "util_span": round((max(utils) - min(utils)) if utils else 0.0, 1),
+        "rmse_percent": round(rmse, 2) if rmse is not None else None,
+        "model": {"kind": model["kind"], "params": model["params"]} if ok else None,
+        "quality": model["quality"] if ok else None,
+        "peaks": peaks["params"] if ok and peaks_rmse is not None and peaks_rmse <= float(max_rmse_percent) else None,
+        "peaks_rmse_percent": round(peaks_rmse, 2) if peaks_rmse is not None else None,
+    }
+
+
+def fit_nodes(samples_by_node, nodes, kind=DEFAULT_KIND, min_samples=30, min_util_span=20.0, max_rmse_percent=10.0):
+    """Fit and judge every node: those of the cluster (``nodes``, names) and those with samples.
+
+    A node is fitted (the published ``kind`` and, on the same samples, ``peaks``) when it has at
+    least ``min_samples`` samples spanning ``min_util_span`` utilisation points at 3 or more
+    distinct utilisations. Returns ``{node: judge_fit(...)}``.
+    """
+    samples_by_node = samples_by_node or {}
+    known = set(nodes or [])
+    results = {}
+    for node in sorted(known | set(samples_by_node)):
+        samples = list(samples_by_node.get(node) or [])
+        utils = [float(s["util"]) for s in samples]
+        span = (max(utils) - min(utils)) if utils else 0.0
+        fit = len(samples) >= int(min_samples) and span >= float(min_util_span) and len(set(utils)) >= 3
+        model = fit_model(samples, kind=kind, node=node) if fit else None
+        peaks = fit_model(samples, kind="peaks", node=node) if fit else None
+        results[node] = judge_fit(samples, model, peaks, node in known, min_samples, max_rmse_percent)
+    return results

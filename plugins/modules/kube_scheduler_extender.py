@@ -275,358 +275,212 @@ record:
     - What the module added to the manifest (the content of its C(poweraware.k8s/scheduler-extender) annotation).
   returned: when something is or was registered
   type: dict
+annotation:
+  description:
+    - The C(poweraware.k8s/scheduler-extender) annotation exactly as the manifest carries it after this run
+      (compact JSON, sorted keys); empty after O(state=absent). The mirror pod shows the same string.
+  returned: always
+  type: str
+  sample: '{"extenders":["https://tas.example:9001"],"v":1}'
 """
 
-import contextlib  # noqa: E402
-import datetime  # noqa: E402
 import os  # noqa: E402
-import tempfile  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib  # noqa: E402
-from ansible.module_utils.common.text.converters import to_bytes, to_native  # noqa: E402
+from ansible.module_utils.common.text.converters import to_native  # noqa: E402
 from ansible_collections.poweraware.k8s.plugins.module_utils import _k8s_version as kv  # noqa: E402
-from ansible_collections.poweraware.k8s.plugins.module_utils import _manifest_scheduler as ms  # noqa: E402
-from ansible_collections.poweraware.k8s.plugins.module_utils import _scheduler_config as sc  # noqa: E402
-from ansible_collections.poweraware.k8s.plugins.module_utils._manifest_yaml import HAS_YAML, yaml  # noqa: E402
+from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_config as sc  # noqa: E402
+from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_manifest as ms  # noqa: E402
+from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_version as sv  # noqa: E402
+from ansible_collections.poweraware.k8s.plugins.module_utils._node_files import (  # noqa: E402
+    NodeFileError,
+    NodeFiles,
+    inside,
+)
+from ansible_collections.poweraware.k8s.plugins.module_utils._yaml_edit import HAS_YAML, yaml  # noqa: E402
 
 
-def _host(root, path):
-    """The file system path of a node path under ``root``."""
-    if root in ("", "/"):
-        return path
-    return os.path.join(root, path.lstrip("/"))
+def _fail(module, msg, **kwargs):
+    # every refusal happens before anything is written, unless a caller says otherwise
+    kwargs.setdefault("changed", False)
+    module.fail_json(msg=msg, **kwargs)
 
 
-def _inside(path, directory):
-    path, directory = os.path.normpath(path), os.path.normpath(directory)
-    return path == directory or path.startswith(directory.rstrip("/") + "/")
-
-
-def _resolve(root, path):
-    """The real file behind node ``path``: symbolic links followed, refused when they leave ``root``.
-
-    Writing to the resolved path keeps a symlinked manifest a symlink (the file it points to is
-    replaced atomically instead of the link being replaced by a regular file).
-    """
-    host = _host(root, path)
-    real = os.path.realpath(host)
-    if root not in ("", "/") and not _inside(real, os.path.realpath(root)):
-        link = os.readlink(host) if os.path.islink(host) else real
-        raise ms.ManifestError(
-            "%s is a symbolic link to %s, which is outside the node root %s; the module reads and writes only inside "
-            "root; fix: point the link at a file inside the node's file system (a relative link, or an absolute "
-            "one under %s)" % (path, link, root, root)
+def _validate(module, files):
+    """The checks the argument spec cannot make (meaning, not types); returns the normalized extenders."""
+    p = module.params
+    errors = []
+    manifest_dir = os.path.dirname(p["manifest_path"].rstrip("/"))
+    for name in ("manifest_path", "config_path", "policy_path", "backup_dir"):
+        if not p[name].startswith("/"):
+            errors.append(f"{name} must be an absolute path on the node, got {p[name]!r}")
+    if inside(p["backup_dir"], manifest_dir):
+        errors.append(
+            f"backup_dir {p['backup_dir']} is the static pod directory or inside it; kubelet would run the backups "
+            "as pods. Use a directory such as /var/lib/poweraware/backups/kube-scheduler"
         )
-    return real
-
-
-def _read(root, path):
-    """Text of node file ``path`` (None when missing); a clear ManifestError when it cannot be text."""
-    target = _resolve(root, path)
-    try:
-        with open(target, "rb") as handle:
-            data = handle.read()
-    except FileNotFoundError:
-        return None
-    except IsADirectoryError:
-        raise ms.ManifestError(
-            "%s is a directory, but a file is expected there; fix: point the path at the file, or remove the "
-            "directory" % path
-        ) from None
-    except OSError as exc:
-        raise ms.ManifestError(
-            "cannot read %s: %s; fix: run the module as root (become: true)" % (path, exc.strerror)
-        ) from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ms.ManifestError(
-            "%s is not UTF-8 text (byte 0x%02x at offset %d); Kubernetes manifests and scheduler configurations are "
-            "UTF-8 YAML; fix: convert the file to UTF-8 (for example with iconv -t utf-8) or point the path at the "
-            "right file" % (path, data[exc.start], exc.start)
-        ) from None
-
-
-class Runner:
-    def __init__(self, module):
-        self.module = module
-        self.params = module.params
-        self.root = self.params["root"]
-        self.stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-
-    def fail(self, msg, **kwargs):
-        # every refusal happens before anything is written, unless a caller says otherwise
-        kwargs.setdefault("changed", False)
-        self.module.fail_json(msg=msg, **kwargs)
-
-    # --- validation, before anything is touched ---------------------------------------------------
-
-    def validate(self):
-        p = self.params
-        errors = []
-        manifest_dir = os.path.dirname(p["manifest_path"].rstrip("/"))
-        for name in ("manifest_path", "config_path", "policy_path", "backup_dir"):
-            if not p[name].startswith("/"):
-                errors.append("%s must be an absolute path on the node, got %r" % (name, p[name]))
-        if _inside(p["backup_dir"], manifest_dir):
-            errors.append(
-                "backup_dir %s is the static pod directory or inside it; kubelet would run the backups as pods. "
-                "Use a directory such as /var/lib/poweraware/backups/kube-scheduler" % p["backup_dir"]
-            )
-        if p["backup_keep"] < 1:
-            errors.append("backup_keep must be at least 1, got %d" % p["backup_keep"])
-        if not os.path.isdir(self.root):
-            errors.append("root %s is not a directory" % self.root)
-        backup_host = _host(self.root, p["backup_dir"])
-        if os.path.lexists(backup_host) and not os.path.isdir(backup_host):
-            errors.append(
-                "backup_dir %s exists and is not a directory; fix: remove that file or choose another backup_dir"
-                % p["backup_dir"]
-            )
-        extenders = []
-        if p["state"] == "present":
-            if p["kubernetes_version"]:
-                try:
-                    kv.parse_version(p["kubernetes_version"])
-                except kv.VersionError as exc:
-                    errors.append(str(exc))
-            extenders, ext_errors = sc.normalize_extenders(p["extenders"] or [])
-            errors += ext_errors
-            if not ext_errors:
-                for ext in extenders:
-                    for key in ("cert_file", "key_file", "ca_file"):
-                        path = (ext.get("tls") or {}).get(key)
-                        if path and os.path.isdir(_host(self.root, path)):
-                            errors.append(
-                                "TLS file %s (%s of %s) is a directory, but a PEM file is expected; fix: point %s at "
-                                "the file" % (path, key, ext["url_prefix"], key)
-                            )
-                        elif path and not os.path.isfile(_host(self.root, path)):
-                            message = "TLS file %s (%s of %s) does not exist on the node" % (
-                                path,
-                                key,
-                                ext["url_prefix"],
-                            )
-                            if self.module.check_mode:
-                                self.module.warn(message + "; it must exist before the real run")
-                            else:
-                                errors.append(message + "; create it first (the scheduler_extender role issues it)")
-        elif p["extenders"]:
-            self.module.warn("extenders is ignored with state=absent: everything the module added is removed")
-        if errors:
-            self.fail("invalid arguments, nothing was changed: " + "; ".join(errors), errors=errors)
-        return extenders
-
-    # --- writing ----------------------------------------------------------------------------------
-
-    def backup(self, path, text):
-        directory = _host(self.root, self.params["backup_dir"])
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        name = "%s.%s.bak" % (os.path.basename(path), self.stamp)
-        target = os.path.join(directory, name)
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(to_bytes(text))
-        self.prune(directory, os.path.basename(path))
-        return os.path.join(self.params["backup_dir"], name)
-
-    def prune(self, directory, base):
-        prefix = base + "."
-        found = sorted(n for n in os.listdir(directory) if n.startswith(prefix) and n.endswith(".bak"))
-        for old in found[: -self.params["backup_keep"]]:
-            os.unlink(os.path.join(directory, old))
-
-    def write(self, path, text, mode=0o600):
-        target = _resolve(self.root, path)
-        directory = os.path.dirname(target)
-        if not os.path.isdir(directory):
-            os.makedirs(directory, mode=0o755)
-        # a dot file: kubelet ignores hidden files in the static pod directory
-        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(target) + ".", suffix=".tmp", dir=directory)
-        existed = os.path.exists(target)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(to_bytes(text))
-            os.chmod(tmp, mode)
-            self.module.atomic_move(tmp, target)  # keeps an existing file's mode and owner
-            if not existed:
-                os.chmod(target, mode)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-
-    def original_text(self, path, doc):
-        """Bytes of the newest backup of ``path`` whose content equals ``doc`` (restores comments on absent)."""
-        directory = _host(self.root, self.params["backup_dir"])
-        if not os.path.isdir(directory):
-            return None
-        prefix = os.path.basename(path) + "."
-        for name in sorted(
-            (n for n in os.listdir(directory) if n.startswith(prefix) and n.endswith(".bak")), reverse=True
-        ):
+    if p["backup_keep"] < 1:
+        errors.append(f"backup_keep must be at least 1, got {p['backup_keep']}")
+    if not os.path.isdir(files.root):
+        errors.append(f"root {files.root} is not a directory")
+    backup_host = files.host(p["backup_dir"])
+    if os.path.lexists(backup_host) and not os.path.isdir(backup_host):
+        errors.append(
+            f"backup_dir {p['backup_dir']} exists and is not a directory; fix: remove that file or choose another "
+            "backup_dir"
+        )
+    extenders = []
+    if p["state"] == "present":
+        if p["kubernetes_version"]:
             try:
-                with open(os.path.join(directory, name), "rb") as handle:
-                    text = handle.read().decode("utf-8")
-                if sc.same_content(yaml.safe_load(text), doc):
-                    return text
-            except (OSError, ValueError, yaml.YAMLError):
-                continue
-        return None
+                kv.parse_version(p["kubernetes_version"])
+            except kv.VersionError as exc:
+                errors.append(str(exc))
+        extenders, ext_errors = sc.normalize_extenders(p["extenders"] or [])
+        errors += ext_errors
+        if not ext_errors:
+            errors += _tls_file_problems(module, files, extenders)
+    elif p["extenders"]:
+        module.warn("extenders is ignored with state=absent: everything the module added is removed")
+    if errors:
+        _fail(module, "invalid arguments, nothing was changed: " + "; ".join(errors), errors=errors)
+    return extenders
 
-    # --- main -------------------------------------------------------------------------------------
 
-    def run(self):
-        p = self.params
-        extenders = self.validate()
-        try:
-            manifest_text = _read(self.root, p["manifest_path"])
-        except ms.ManifestError as exc:
-            self.fail("nothing was changed: %s" % to_native(exc), changed=False)
-        if manifest_text is None:
-            self.fail(
-                "manifest %s not found%s; is this a control-plane node, and is manifest_path right?"
-                % (p["manifest_path"], "" if self.root == "/" else " under root %s" % self.root),
-                changed=False,
-            )
-        try:
-            if p["state"] == "present":
-                plan = ms.plan_present(
-                    manifest_text,
-                    p["manifest_path"],
-                    lambda path: _read(self.root, path),
-                    extenders,
-                    p["config_path"],
-                    p["policy_path"],
-                    kubernetes_version=p["kubernetes_version"],
-                    legacy_policy=p["legacy_policy"],
+def _tls_file_problems(module, files, extenders):
+    errors = []
+    for ext in extenders:
+        for key in ("cert_file", "key_file", "ca_file"):
+            path = (ext.get("tls") or {}).get(key)
+            if path and os.path.isdir(files.host(path)):
+                errors.append(
+                    f"TLS file {path} ({key} of {ext['url_prefix']}) is a directory, but a PEM file is expected; "
+                    f"fix: point {key} at the file"
                 )
-            else:
-                plan = ms.plan_absent(
-                    manifest_text,
-                    p["manifest_path"],
-                    lambda path: _read(self.root, path),
-                    self.original_text,
-                    config_path=p["config_path"],
-                )
-        except ms.ManifestError as exc:
-            self.fail("nothing was changed: %s" % to_native(exc), errors=exc.errors, changed=False)
-        except (sc.ConfigError, kv.VersionError) as exc:
-            self.fail("nothing was changed: %s" % to_native(exc), changed=False)
-        for warning in plan.warnings:
-            self.module.warn(warning)
-        result = {
-            "changed": plan.changed,
-            "manifest_changed": plan.manifest_changed,
-            "config_changed": plan.file_changed,
-            "manifest_reemitted": plan.reemitted and plan.manifest_changed,
-            "config_existed": plan.file_before is not None,
-            "backup_manifest": None,
-            "backup_config": None,
-        }
-        if plan.record is not None:
-            result.update(mode=plan.mode, config_path=plan.file_path, record=plan.record)
-            result["config_created"] = (
-                bool(plan.record.get("file_created")) if p["state"] == "absent" else plan.file_created
-            )
-        if p["state"] == "present":
-            result.update(api_version=plan.api_version, kubernetes_version=plan.kubernetes_version)
-        if plan.reemitted and plan.manifest_changed:
-            self.module.warn(
-                "the manifest is not block-style YAML that can be edited line by line; it was written out whole "
-                "(same content, new layout)"
-            )
-        if self.module._diff:
-            diff = []
-            if plan.manifest_changed:
-                diff.append(
-                    {
-                        "before_header": p["manifest_path"],
-                        "after_header": p["manifest_path"],
-                        "before": plan.manifest_before,
-                        "after": plan.manifest_after,
-                    }
-                )
-            if plan.file_changed:
-                diff.append(
-                    {
-                        "before_header": plan.file_path
-                        if plan.file_before is not None
-                        else "%s (absent)" % plan.file_path,
-                        "after_header": plan.file_path if not plan.file_delete else "%s (absent)" % plan.file_path,
-                        "before": plan.file_before or "",
-                        "after": "" if plan.file_delete else plan.file_after,
-                    }
-                )
-            result["diff"] = diff
-        if self.module.check_mode or not plan.changed:
-            self.module.exit_json(**result)
-        # Order matters for a scheduler that restarts as soon as the manifest changes: the config
-        # goes first on present (the new manifest must find it), the manifest first on absent
-        # (the old manifest must not lose its file while it still references it).
-        done = []  # (node path, its text before this run or None): what to put back on failure
-        backups = []
-        step = "the backups"
-        try:
-            if plan.file_changed and plan.file_before is not None:
-                result["backup_config"] = self.backup(plan.file_path, plan.file_before)
-                backups.append(result["backup_config"])
-            if plan.manifest_changed:
-                result["backup_manifest"] = self.backup(p["manifest_path"], plan.manifest_before)
-                backups.append(result["backup_manifest"])
-            if p["state"] == "present":
-                if plan.file_changed:
-                    step = plan.file_path
-                    self.write(plan.file_path, plan.file_after)
-                    done.append((plan.file_path, plan.file_before))
-                if plan.manifest_changed:
-                    step = p["manifest_path"]
-                    self.write(p["manifest_path"], plan.manifest_after)
-                    done.append((p["manifest_path"], plan.manifest_before))
-            else:
-                if plan.manifest_changed:
-                    step = p["manifest_path"]
-                    self.write(p["manifest_path"], plan.manifest_after)
-                    done.append((p["manifest_path"], plan.manifest_before))
-                if plan.file_changed:
-                    step = plan.file_path
-                    if plan.file_delete:
-                        os.unlink(_resolve(self.root, plan.file_path))
-                    else:
-                        self.write(plan.file_path, plan.file_after)
-                    done.append((plan.file_path, plan.file_before))
-        except (OSError, ms.ManifestError) as exc:
-            self.roll_back(result, step, exc, done, backups)
-        self.module.exit_json(**result)
-
-    def roll_back(self, result, step, exc, done, backups):
-        """Put back what this run wrote (newest first) and fail with an accurate ``changed``.
-
-        A configuration file written for a manifest that could not be replaced must not stay:
-        the next run would take it for the user's own file and state=absent would never remove it.
-        """
-        problems = []
-        for path, before in reversed(done):
-            try:
-                if before is None:
-                    os.unlink(_resolve(self.root, path))
+            elif path and not os.path.isfile(files.host(path)):
+                message = f"TLS file {path} ({key} of {ext['url_prefix']}) does not exist on the node"
+                if module.check_mode:
+                    module.warn(message + "; it must exist before the real run")
                 else:
-                    self.write(path, before)
-            except (OSError, ms.ManifestError) as undo_exc:
-                problems.append("putting back %s failed too: %s" % (path, to_native(undo_exc)))
-        reason = "writing %s failed: %s" % (step, to_native(getattr(exc, "strerror", None) or exc))
-        if problems:
-            result.update(changed=True)
-            self.fail(
-                "%s; %s; the backups listed here hold the previous files" % (reason, "; ".join(problems)), **result
-            )
-        for backup in backups:  # nothing changed, so nothing to restore from
-            with contextlib.suppress(OSError):
-                os.unlink(_host(self.root, backup))
-        result.update(
-            changed=False, manifest_changed=False, config_changed=False, backup_manifest=None, backup_config=None
+                    errors.append(message + "; create it first (the scheduler_extender role issues it)")
+    return errors
+
+
+def _plan(module, files, extenders):
+    p = module.params
+    try:
+        manifest_text = files.read(p["manifest_path"])
+    except NodeFileError as exc:
+        _fail(module, f"nothing was changed: {to_native(exc)}")
+    if manifest_text is None:
+        under = "" if files.root == "/" else f" under root {files.root}"
+        _fail(module, f"manifest {p['manifest_path']} not found{under}; is this a control-plane node, and is "
+              "manifest_path right?")  # fmt: skip
+
+    def same_as(doc):
+        def matches(text):
+            try:
+                return sc.same_content(yaml.safe_load(text), doc)
+            except yaml.YAMLError:
+                return False
+
+        return matches
+
+    try:
+        if p["state"] == "present":
+            return ms.plan_present(manifest_text, p["manifest_path"], files.read, extenders, p["config_path"],
+                                   p["policy_path"], kubernetes_version=p["kubernetes_version"],
+                                   legacy_policy=p["legacy_policy"])  # fmt: skip
+        return ms.plan_absent(
+            manifest_text,
+            p["manifest_path"],
+            files.read,
+            lambda path, doc: files.original_text(path, same_as(doc)),
+            config_path=p["config_path"],
         )
-        undone = " and everything this run had written was put back" if done else ""
-        self.fail("%s; nothing was changed%s" % (reason, undone), **result)
+    except ms.ManifestError as exc:
+        _fail(module, f"nothing was changed: {to_native(exc)}", errors=exc.errors)
+    except (NodeFileError, sv.ConfigError, kv.VersionError) as exc:
+        _fail(module, f"nothing was changed: {to_native(exc)}")
+
+
+def _diff(manifest_path, plan):
+    diff = []
+    if plan.manifest_changed:
+        diff.append({"before_header": manifest_path, "after_header": manifest_path,
+                     "before": plan.manifest_before, "after": plan.manifest_after})  # fmt: skip
+    if plan.file_changed:
+        absent = f"{plan.file_path} (absent)"
+        diff.append({
+            "before_header": plan.file_path if plan.file_before is not None else absent,
+            "after_header": plan.file_path if not plan.file_delete else absent,
+            "before": plan.file_before or "",
+            "after": "" if plan.file_delete else plan.file_after,
+        })  # fmt: skip
+    return diff
+
+
+def _result(module, plan):
+    p = module.params
+    result = {
+        "changed": plan.changed,
+        "manifest_changed": plan.manifest_changed,
+        "config_changed": plan.file_changed,
+        "manifest_reemitted": plan.reemitted and plan.manifest_changed,
+        "config_existed": plan.file_before is not None,
+        "backup_manifest": None,
+        "backup_config": None,
+        # The annotation exactly as the manifest carries it ("" when nothing of ours is registered).
+        "annotation": ms.encode_record(plan.record) if plan.record is not None and p["state"] == "present" else "",
+    }
+    if plan.record is not None:
+        result.update(mode=plan.mode, config_path=plan.file_path, record=plan.record)
+        result["config_created"] = (
+            bool(plan.record.get("file_created")) if p["state"] == "absent" else plan.file_created
+        )
+    if p["state"] == "present":
+        result.update(api_version=plan.api_version, kubernetes_version=plan.kubernetes_version)
+    return result
+
+
+def run_module(module):
+    p = module.params
+    files = NodeFiles(p["root"], p["backup_dir"], p["backup_keep"], move=module.atomic_move)
+    plan = _plan(module, files, _validate(module, files))
+    for warning in plan.warnings:
+        module.warn(warning)
+    result = _result(module, plan)
+    if plan.reemitted and plan.manifest_changed:
+        module.warn(
+            "the manifest is not block-style YAML that can be edited line by line; it was written out whole "
+            "(same content, new layout)"
+        )
+    if module._diff:
+        result["diff"] = _diff(p["manifest_path"], plan)
+    if module.check_mode or not plan.changed:
+        module.exit_json(**result)
+    # Order matters for a scheduler that restarts as soon as the manifest changes: the config
+    # goes first on present (the new manifest must find it), the manifest first on absent
+    # (the old manifest must not lose its file while it still references it).
+    config = (
+        [(plan.file_path, plan.file_before, None if plan.file_delete else plan.file_after)] if plan.file_changed else []
+    )
+    manifest = [(p["manifest_path"], plan.manifest_before, plan.manifest_after)] if plan.manifest_changed else []
+    backups, failure = files.apply(config + manifest if p["state"] == "present" else manifest + config)
+    result["backup_config"] = backups.get(plan.file_path) if plan.file_changed else None
+    result["backup_manifest"] = backups.get(p["manifest_path"]) if plan.manifest_changed else None
+    if failure is None:
+        module.exit_json(**result)
+    if failure["problems"]:
+        # A configuration file written for a manifest that could not be replaced must not stay:
+        # the next run would take it for the user's own file and state=absent would never remove it.
+        result.update(changed=True)
+        _fail(module, f"{failure['reason']}; {'; '.join(failure['problems'])}; the backups listed here hold the "
+              "previous files", **result)  # fmt: skip
+    result.update(changed=False, manifest_changed=False, config_changed=False, backup_manifest=None,
+                  backup_config=None)  # fmt: skip
+    undone = " and everything this run had written was put back" if failure["undone"] else ""
+    _fail(module, f"{failure['reason']}; nothing was changed{undone}", **result)
 
 
 def main():
@@ -676,7 +530,7 @@ def main():
     )
     if not HAS_YAML:
         module.fail_json(msg=missing_required_lib("PyYAML"))
-    Runner(module).run()
+    run_module(module)
 
 
 if __name__ == "__main__":

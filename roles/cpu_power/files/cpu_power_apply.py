@@ -61,7 +61,8 @@ def main(argv):
             continue
         skipped = f", offline skipped: {result['skipped_offline']}" if result["skipped_offline"] else ""
         state = "changed" if result["changed"] else "unchanged"
-        sys.stdout.write(f"{item.get('pool')} ({item.get('profile')}): CPUs {result['cpus']} {state}{skipped}\n")
+        label = item.get("pool") if item.get("profile") is None else f"{item.get('pool')} ({item.get('profile')})"
+        sys.stdout.write(f"{label}: CPUs {result['cpus']} {state}{skipped}\n")
         for message in result["messages"]:
             sys.stdout.write(f"{item.get('pool')}: {message}\n")
     return status

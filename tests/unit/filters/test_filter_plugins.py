@@ -29,7 +29,7 @@ SAMPLES = [
 
 
 def test_filters_are_registered_under_their_names():
-    assert set(ModelFilters().filters()) == {"power_model"}
+    assert set(ModelFilters().filters()) == {"power_model", "power_model_fits", "power_model_promql"}
     assert set(ScoreFilters().filters()) == {"power_score"}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 
@@ -242,13 +243,18 @@ def test_results_do_not_depend_on_input_order(nodes, request, rng):
     assert score_nodes(shuffled, request) == score_nodes(nodes, request)
 
 
-def test_identical_inputs_give_identical_results():
+def test_inputs_are_left_alone_and_results_repeat():
+    """A filter's input is the caller's variables: scoring must not modify it (comparing two calls on
+    copies, as this test once did, cannot see that: the copies are modified the same way)."""
     rng = random.Random(4)
     nodes = [
         {"name": f"n{i}", "util": rng.uniform(0, 100), "cpu_capacity": 32000, "model": rng.choice(MODELS)}
         for i in range(200)
-    ]
-    assert score_nodes(nodes, "3") == score_nodes([dict(n) for n in nodes], "3")
+    ] + [{"name": "no-metrics", "util": None, "cpu_capacity": "8"}]
+    pristine = copy.deepcopy(nodes)
+    first = score_nodes(nodes, "3")
+    assert nodes == pristine
+    assert score_nodes(nodes, "3") == first
 
 
 # --- errors name the node and the field ----------------------------------------------------------

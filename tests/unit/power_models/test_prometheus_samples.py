@@ -183,10 +183,18 @@ def test_module_reports_prometheus_errors(server, monkeypatch):
     ],
 )
 def test_module_validates_before_querying(args, message, monkeypatch):
-    FakePrometheus.requests = []
+    # No server runs here, so FakePrometheus.requests would stay empty whatever the module did:
+    # count the module's HTTP requests themselves.
+    queried = []
+
+    def open_url(url, *a, **kw):
+        queried.append(url)
+        raise AssertionError("queried before validating")
+
+    monkeypatch.setattr(module, "open_url", open_url)
     result = run_module({"util_query": "u", "power_query": "p", **args}, monkeypatch)
     assert result["failed"] and message in result["msg"]
-    assert FakePrometheus.requests == []
+    assert queried == []
 
 
 def test_module_connection_failure_says_how_to_fix(monkeypatch):

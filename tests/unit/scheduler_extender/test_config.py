@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils import _scheduler_config as sc
+from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_config as sc
 
 
 def _one(**kw):
@@ -93,20 +93,6 @@ def test_render_config_and_policy_forms():
 )
 def test_cluster_dns_detection(host, cluster):
     assert sc.is_cluster_dns_name(host) is cluster
-
-
-def test_merge_and_remove_round_trip():
-    doc = {"apiVersion": "x", "profiles": [{"schedulerName": "a"}], "extenders": [{"urlPrefix": "u1", "weight": 2}]}
-    ours = {"urlPrefix": "u2", "filterVerb": "f", "weight": 1}
-    merged, replaced = sc.merge_extenders(doc, [ours])
-    assert (
-        replaced == {} and merged["extenders"] == [doc["extenders"][0], ours] and merged["profiles"] == doc["profiles"]
-    )
-    assert sc.remove_extenders(merged, {"u2"}, replaced) == doc
-    stale = {"urlPrefix": "u2", "filterVerb": "old"}
-    merged, replaced = sc.merge_extenders({"extenders": [stale]}, [ours])
-    assert replaced == {"u2": stale} and merged["extenders"] == [ours]
-    assert sc.remove_extenders(merged, {"u2"}, replaced) == {"extenders": [stale]}
 
 
 def test_entries_equal_ignores_defaults_and_key_case():

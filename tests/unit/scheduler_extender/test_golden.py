@@ -10,8 +10,9 @@ import sys
 
 import pytest
 import yaml
-from ansible_collections.poweraware.k8s.plugins.module_utils import _manifest_scheduler as ms
-from ansible_collections.poweraware.k8s.plugins.module_utils import _scheduler_config as sc
+from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_config as sc
+from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_manifest as ms
+from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_version as sv
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import kubeadm_manifests  # noqa: E402
@@ -243,7 +244,7 @@ def test_existing_config_in_unserved_version_is_refused():
 def test_legacy_policy_refused_from_1_23(minor):
     manifest = (GOLDEN / f"input/kubeadm-1.{minor}.yaml").read_text()
     extenders, _errors = sc.normalize_extenders([{"url_prefix": "http://127.0.0.1:1/x", "filter_verb": "f"}])
-    with pytest.raises(sc.ConfigError, match=r"removed the scheduler Policy API"):
+    with pytest.raises(sv.ConfigError, match=r"removed the scheduler Policy API"):
         ms.plan_present(manifest, MANIFEST_PATH, {}.get, extenders, CONFIG_PATH, POLICY_PATH, legacy_policy=True)
 
 

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 import yaml
+from ansible_collections.poweraware.k8s.plugins.module_utils import _node_files
 from ansible_collections.poweraware.k8s.plugins.modules import kube_scheduler_extender
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -94,14 +95,14 @@ def test_v1beta3_on_1_27_converted_with_warning_and_backup(node):
 
 
 def fail_on(monkeypatch, node_path: str):
-    real = kube_scheduler_extender.Runner.write
+    real = _node_files.NodeFiles.write
 
     def write(self, path, text, mode=0o600):
         if path == node_path:
             raise PermissionError(13, "Permission denied", path)
         return real(self, path, text, mode)
 
-    monkeypatch.setattr(kube_scheduler_extender.Runner, "write", write)
+    monkeypatch.setattr(_node_files.NodeFiles, "write", write)
 
 
 def test_manifest_write_failure_rolls_back_new_config(node, monkeypatch):
@@ -141,7 +142,7 @@ def test_rollback_failure_reports_changed(node, monkeypatch):
             raise PermissionError(13, "Permission denied", path)
         return real_unlink(path, *a, **kw)
 
-    monkeypatch.setattr(kube_scheduler_extender.os, "unlink", unlink)
+    monkeypatch.setattr(_node_files.os, "unlink", unlink)
     result = run(args(node))
     assert result["failed"] and result["changed"] is True
     assert "putting back /etc/kubernetes/scheduler-extender.yaml failed too" in result["msg"]

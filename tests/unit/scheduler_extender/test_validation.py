@@ -9,8 +9,9 @@ import sys
 
 import pytest
 import yaml
-from ansible_collections.poweraware.k8s.plugins.module_utils import _manifest_scheduler as ms
-from ansible_collections.poweraware.k8s.plugins.module_utils import _scheduler_config as sc
+from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_config as sc
+from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_manifest as ms
+from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_version as sv
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from cases import CONFIG_PATH, GOLDEN, MANIFEST_PATH, POLICY_PATH, TAS_EXTENDER, TAS_URL, USER_CONFIG_PATH  # noqa: E402
@@ -284,11 +285,11 @@ def test_golden_v1beta1_merge_with_removed_plugins_is_kept():
 
 def test_conversion_table_is_consistent_with_served_table():
     for minor in range(19, 37):
-        newest = sc.served_versions(minor)[0]
-        for version in sc.served_versions(minor):
-            target = sc.conversion_target(version, minor)
+        newest = sv.served_versions(minor)[0]
+        for version in sv.served_versions(minor):
+            target = sv.conversion_target(version, minor)
             assert target == (None if version == newest else newest)
-            assert target is None or sc.VERSION_ORDER.index(target) > sc.VERSION_ORDER.index(version)
+            assert target is None or sv.VERSION_ORDER.index(target) > sv.VERSION_ORDER.index(version)
 
 
 # --- item 9: a mount that covers the path must be a hostPath of that path ------------------------------

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.poweraware.k8s.plugins.module_utils import _k8s_version as kv
-from ansible_collections.poweraware.k8s.plugins.module_utils import _scheduler_config as sc
+from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_config as sc
+from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_version as sv
 
 DIGEST = "sha256:" + "ab" * 32
 
@@ -76,38 +77,38 @@ ORDER = ["v1alpha1", "v1alpha2", "v1beta1", "v1beta2", "v1beta3", "v1"]
 
 @pytest.mark.parametrize("minor", sorted(DESIGN_TABLE))
 def test_served_table_matches_design(minor):
-    assert set(sc.served_versions(minor)) == DESIGN_TABLE[minor]
+    assert set(sv.served_versions(minor)) == DESIGN_TABLE[minor]
     newest = max(DESIGN_TABLE[minor], key=ORDER.index)
-    assert sc.served_versions(minor)[0] == newest
+    assert sv.served_versions(minor)[0] == newest
 
 
 @pytest.mark.parametrize("minor", range(19, 37))
 def test_select_newest(minor):
-    api_version, warnings = sc.select_api_version((1, minor, 0))
+    api_version, warnings = sv.select_api_version((1, minor, 0))
     assert api_version == "kubescheduler.config.k8s.io/" + max(DESIGN_TABLE[minor], key=ORDER.index)
     assert warnings == []
 
 
 @pytest.mark.parametrize("minor", [18, 17, 0])
 def test_old_releases_refused(minor):
-    with pytest.raises(sc.ConfigError, match=rf"Kubernetes 1\.{minor} is not supported.*1\.19 to 1\.36"):
-        sc.select_api_version((1, minor, 0))
+    with pytest.raises(sv.ConfigError, match=rf"Kubernetes 1\.{minor} is not supported.*1\.19 to 1\.36"):
+        sv.select_api_version((1, minor, 0))
 
 
 def test_major_other_than_1_refused():
-    with pytest.raises(sc.ConfigError, match=r"Kubernetes 2\.0 is not a release"):
-        sc.select_api_version((2, 0, 0))
+    with pytest.raises(sv.ConfigError, match=r"Kubernetes 2\.0 is not a release"):
+        sv.select_api_version((2, 0, 0))
 
 
 def test_newer_than_known_assumes_v1_with_warning():
-    api_version, warnings = sc.select_api_version((1, 40, 0))
+    api_version, warnings = sv.select_api_version((1, 40, 0))
     assert api_version == "kubescheduler.config.k8s.io/v1"
     assert "newer than the newest release" in warnings[0]
 
 
 @pytest.mark.parametrize("minor", [19, 20, 21, 22])
 def test_legacy_policy_allowed_until_1_22(minor):
-    assert sc.select_api_version((1, minor, 0), legacy_policy=True) == ("v1", [])
+    assert sv.select_api_version((1, minor, 0), legacy_policy=True) == ("v1", [])
 
 
 def test_duration_parsing():
@@ -122,5 +123,5 @@ def test_duration_parsing():
 
 def test_unquoted_yaml_float_gets_a_hint():
     # kubernetes_version: 1.30 (unquoted) reaches the module as "1.3"
-    with pytest.raises(sc.ConfigError, match=r"Kubernetes 1\.3 is not supported \(an unquoted 1\.30 in YAML"):
-        sc.select_api_version((1, 3, None))
+    with pytest.raises(sv.ConfigError, match=r"Kubernetes 1\.3 is not supported \(an unquoted 1\.30 in YAML"):
+        sv.select_api_version((1, 3, None))

@@ -19,8 +19,9 @@ import json
 import posixpath
 
 from ansible_collections.poweraware.k8s.plugins.module_utils import _k8s_version as kv
-from ansible_collections.poweraware.k8s.plugins.module_utils import _scheduler_config as sc
-from ansible_collections.poweraware.k8s.plugins.module_utils._manifest_yaml import (
+from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_config as sc
+from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_version as sv
+from ansible_collections.poweraware.k8s.plugins.module_utils._yaml_edit import (
     KeyRemove,
     KeySet,
     SeqAppend,
@@ -462,39 +463,19 @@ def plan_present(
 ):
     """Compute the manifest and config/policy file for ``state=present``.
 
-    ``extenders`` must come from ``_scheduler_config.normalize_extenders`` (already validated);
+    ``extenders`` must come from ``_sched_config.normalize_extenders`` (already validated);
     ``read_file(node_path)`` returns a file's text or None. Raises ManifestError or
-    ``_scheduler_config.ConfigError`` / ``_k8s_version.VersionError`` with a clear message.
+    ``_sched_config.ConfigError`` / ``_k8s_version.VersionError`` with a clear message.
     """
     result = Plan()
     result.manifest_before = manifest_text
     doc = _load(manifest_text, manifest_path)
     cindex, record, base = inspect(doc, manifest_path)
     container = base["spec"]["containers"][cindex]
-    image = container.get("image")
-    image_version = None
-    if isinstance(image, str):
-        try:
-            image_version = kv.version_from_image(image)
-        except kv.VersionError as exc:
-            image_error = str(exc)
-        else:
-            image_error = None
-    else:
-        image_error = "the kube-scheduler container has no image; set kubernetes_version explicitly"
-    if kubernetes_version:
-        version = kv.parse_version(kubernetes_version)
-        if image_version and image_version[:2] != version[:2]:
-            result.warnings.append(
-                "kubernetes_version %s differs from the manifest image tag (%s); using %s"
-                % (kubernetes_version, image, kubernetes_version)
-            )
-    elif image_version:
-        version = image_version
-    else:
-        raise kv.VersionError(image_error)
+    version, warnings = kv.resolve_version(kubernetes_version, container.get("image"))
+    result.warnings += warnings
     result.kubernetes_version = kv.format_version(version)
-    api_version, warnings = sc.select_api_version(version, legacy_policy)
+    api_version, warnings = sv.select_api_version(version, legacy_policy)
     result.warnings += warnings
     mode = "policy" if legacy_policy else "config"
     result.mode = mode
@@ -589,20 +570,20 @@ def plan_present(
 
 def _conversion(current, minor, file_path, warnings):
     """Ops that move a user's file from an older served version to the newest one, when that is safe."""
-    source = sc.config_version(current)
-    target = sc.conversion_target(source, minor)
+    source = sv.config_version(current)
+    target = sv.conversion_target(source, minor)
     if not target:
         return []
-    blockers = sc.conversion_blockers(current, source, target)
+    blockers = sv.conversion_blockers(current, source, target)
     if blockers:
         warnings.append(
             "%s stays in %s/%s, which Kubernetes 1.%d still serves but a later release removes: it cannot be "
             "converted to %s safely (%s); convert it by hand (https://kubernetes.io/docs/reference/scheduling/config/) "
-            "before upgrading" % (file_path, sc.GROUP, source, minor, target, "; ".join(blockers))
+            "before upgrading" % (file_path, sv.GROUP, source, minor, target, "; ".join(blockers))
         )
         return []
     note = ""
-    if source in sc.OLD_DEFAULT_WEIGHTS:
+    if source in sv.OLD_DEFAULT_WEIGHTS:
         note = (
             "; from v1beta3 on the default score weights of InterPodAffinity and NodeAffinity are 2 and of "
             "TaintToleration 3 (the release applies them anyway once %s is removed)" % source
@@ -610,9 +591,9 @@ def _conversion(current, minor, file_path, warnings):
     warnings.append(
         "%s was converted from %s/%s (deprecated or older than the newest version Kubernetes 1.%d serves) to "
         "%s/%s: only apiVersion changes, every other field means the same in both%s"
-        % (file_path, sc.GROUP, source, minor, sc.GROUP, target, note)
+        % (file_path, sv.GROUP, source, minor, sv.GROUP, target, note)
     )
-    return [KeySet([], "apiVersion", "%s/%s" % (sc.GROUP, target))]
+    return [KeySet([], "apiVersion", "%s/%s" % (sv.GROUP, target))]
 
 
 def plan_absent(manifest_text, manifest_path, read_file, original_text=None, config_path=None):

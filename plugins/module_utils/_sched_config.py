@@ -4,20 +4,14 @@
 
 Pure logic, no Ansible import; Python 3.9 compatible (runs on the managed node).
 
-* ``SERVED`` is the table of ``kubescheduler.config.k8s.io`` versions each release serves
-  (docs/scheduler-extender.md; the project design notes, section 2); ``select_api_version`` picks the newest.
+* The API versions each release serves and the conversion between them are in ``_sched_version``.
 * ``normalize_extenders`` validates the user's extender list up front and returns every
   problem at once, each with what to change.
 * ``render_extender`` writes one extender in the schema of a KubeSchedulerConfiguration
   (v1beta1 .. v1: ``enableHTTPS``, ``httpTimeout`` as a duration string) or of the legacy
   ``Policy`` file (1.19 - 1.22: ``enableHttps``, ``httpTimeout`` in nanoseconds).
-* ``merge_extenders`` / ``remove_extenders`` edit the ``extenders`` list of an existing
-  document in place of entries with the same ``urlPrefix`` and keep everything else
-  (profiles, plugins, other extenders) untouched.
 * ``validate_extenders`` is kube-scheduler's own check of the ``extenders`` list (ported from
   its ``validation.go``), run on the merged result before anything is written.
-* ``conversion_blockers`` says whether an existing file in an older served version can be
-  moved to the newest one by changing ``apiVersion`` alone (the ``CONVERTIBLE_FIELDS`` table).
 """
 
 from __future__ import annotations
@@ -25,94 +19,13 @@ from __future__ import annotations
 import copy
 import re
 
-GROUP = "kubescheduler.config.k8s.io"
-KIND = "KubeSchedulerConfiguration"
-POLICY_KIND = "Policy"
-POLICY_API_VERSION = "v1"
-
-OLDEST_SUPPORTED_MINOR = 19
-NEWEST_KNOWN_MINOR = 36
-LAST_POLICY_MINOR = 22
-
-
-def _served_table():
-    table = {18: ("v1alpha2", "v1alpha1")}
-    for minor in range(19, 22):
-        table[minor] = ("v1beta1",)
-    table[22] = ("v1beta2", "v1beta1")
-    for minor in (23, 24):
-        table[minor] = ("v1beta3", "v1beta2")
-    for minor in (25, 26, 27):
-        table[minor] = ("v1", "v1beta3", "v1beta2")
-    table[28] = ("v1", "v1beta3")
-    for minor in range(29, NEWEST_KNOWN_MINOR + 1):
-        table[minor] = ("v1",)
-    return table
-
-
-# minor release of Kubernetes 1.x -> kubescheduler.config.k8s.io versions served, newest first
-SERVED = _served_table()
-
-
-class ConfigError(ValueError):
-    """The request cannot be served; the message says what is wrong and how to fix it."""
-
-
-def served_versions(minor):
-    """Versions served by Kubernetes 1.<minor>, newest first (releases newer than the table serve v1)."""
-    if minor in SERVED:
-        return SERVED[minor]
-    if minor > NEWEST_KNOWN_MINOR:
-        return ("v1",)
-    return ()
-
-
-def select_api_version(version, legacy_policy=False):
-    """Return ``(api_version, warnings)`` for a ``(major, minor, patch)`` release.
-
-    ``api_version`` is ``'kubescheduler.config.k8s.io/<v>'`` or ``'v1'`` for the legacy Policy.
-    Raises ConfigError for releases this module cannot configure.
-    """
-    major, minor, _patch = version
-    warnings = []
-    if major != 1:
-        raise ConfigError(
-            "Kubernetes %d.%d is not a release this module knows; it supports 1.%d to 1.%d "
-            "(pass kubernetes_version if the detected version is wrong)"
-            % (major, minor, OLDEST_SUPPORTED_MINOR, NEWEST_KNOWN_MINOR)
-        )
-    if minor < OLDEST_SUPPORTED_MINOR:
-        hint = ""
-        if minor < 10:
-            hint = " (an unquoted 1.30 in YAML is the number 1.3: quote kubernetes_version)"
-        raise ConfigError(
-            "Kubernetes 1.%d is not supported%s: its kube-scheduler serves only %s of %s (no beta or GA "
-            "configuration API with extenders); supported releases are 1.%d to 1.%d. Upgrade the control "
-            "plane first, or configure the extender by hand with a Policy file."
-            % (
-                minor,
-                hint,
-                ", ".join(served_versions(minor)) or "no version",
-                GROUP,
-                OLDEST_SUPPORTED_MINOR,
-                NEWEST_KNOWN_MINOR,
-            )
-        )
-    if legacy_policy:
-        if minor > LAST_POLICY_MINOR:
-            raise ConfigError(
-                "legacy_policy was requested but Kubernetes 1.%d removed the scheduler Policy API (last "
-                "release with it: 1.%d); drop legacy_policy to write a %s %s"
-                % (minor, LAST_POLICY_MINOR, KIND, GROUP + "/" + served_versions(minor)[0])
-            )
-        return POLICY_API_VERSION, warnings
-    if minor > NEWEST_KNOWN_MINOR:
-        warnings.append(
-            "Kubernetes 1.%d is newer than the newest release this module was verified against (1.%d); "
-            "assuming it serves %s/v1" % (minor, NEWEST_KNOWN_MINOR, GROUP)
-        )
-    return "%s/%s" % (GROUP, served_versions(minor)[0]), warnings
-
+from ansible_collections.poweraware.k8s.plugins.module_utils._sched_version import (
+    GROUP,
+    KIND,
+    POLICY_API_VERSION,
+    POLICY_KIND,
+    served_versions,
+)
 
 # --- durations --------------------------------------------------------------------------------
 
@@ -439,44 +352,6 @@ def check_existing_document(doc, minor, policy, path):
     return errors
 
 
-def merge_extenders(doc, entries):
-    """Return ``(new_doc, replaced)``: ``entries`` merged by urlPrefix into ``doc['extenders']``.
-
-    An equal entry with the same urlPrefix is left where it is; a different one is taken out
-    (``replaced`` maps its urlPrefix to it, for a later restore) and ours is appended, as are
-    entries that were missing. Everything else in the document is kept as it was.
-    """
-    new = copy.deepcopy(doc)
-    current = list(new.get("extenders") or [])
-    existing = {e.get("urlPrefix"): e for e in current if isinstance(e, dict)}
-    replaced = {}
-    for entry in entries:
-        url = entry["urlPrefix"]
-        if url in existing and entries_equal(existing[url], entry):
-            continue
-        if url in existing:
-            replaced[url] = existing[url]
-            current = [e for e in current if not (isinstance(e, dict) and e.get("urlPrefix") == url)]
-        current.append(copy.deepcopy(entry))
-    if current:
-        new["extenders"] = current
-    return new, replaced
-
-
-def remove_extenders(doc, url_prefixes, restore=None):
-    """Remove our extenders (by urlPrefix) and append the entries they had replaced."""
-    new = copy.deepcopy(doc)
-    current = [
-        e for e in new.get("extenders") or [] if not (isinstance(e, dict) and e.get("urlPrefix") in url_prefixes)
-    ]
-    current += [copy.deepcopy(entry) for entry in (restore or {}).values()]
-    if current:
-        new["extenders"] = current
-    else:
-        new.pop("extenders", None)
-    return new
-
-
 def _url_key(entry):
     return str(entry.get("urlPrefix")) if isinstance(entry, dict) else ""
 
@@ -707,91 +582,3 @@ def validate_extenders(extenders, origin=None, strict=True):
             % (len(binders), "; ".join(path + at for path, at in binders))
         )
     return errors
-
-
-# --- converting an existing file from an older served version ---------------------------------
-
-# kubescheduler.config.k8s.io versions, oldest first.
-VERSION_ORDER = ("v1alpha1", "v1alpha2", "v1beta1", "v1beta2", "v1beta3", "v1")
-
-# Top-level KubeSchedulerConfiguration fields with the same JSON name, type and meaning in
-# v1beta1, v1beta2, v1beta3 and v1 (k8s.io/kube-scheduler config/<version>/types.go;
-# enableProfiling/enableContentionProfiling are the inlined DebuggingConfiguration). A file made
-# of these converts by changing its apiVersion line and nothing else. "profiles" qualifies only
-# with schedulerName alone (PROFILE_FIELDS); see conversion_blockers for what does not convert.
-CONVERTIBLE_FIELDS = (
-    "apiVersion",
-    "kind",
-    "parallelism",
-    "leaderElection",
-    "clientConnection",
-    "enableProfiling",
-    "enableContentionProfiling",
-    "percentageOfNodesToScore",
-    "podInitialBackoffSeconds",
-    "podMaxBackoffSeconds",
-    "extenders",
-    "profiles",
-)
-PROFILE_FIELDS = ("schedulerName",)
-
-# Why a field blocks the conversion (the warning names it, so the user can convert by hand).
-NOT_CONVERTIBLE = {
-    "healthzBindAddress": "v1 has no healthzBindAddress (kube-scheduler serves /healthz on --secure-port)",
-    "metricsBindAddress": "v1 has no metricsBindAddress (kube-scheduler serves /metrics on --secure-port)",
-    "plugins": "plugin names, default plugins and default score weights differ between versions (v1beta2 "
-    "removed NodeLabel, ServiceAffinity, NodeResourcesLeastAllocated, NodeResourcesMostAllocated and "
-    "RequestedToCapacityRatio; v1beta3 raised the default weights of InterPodAffinity, NodeAffinity and "
-    "TaintToleration and added multiPoint)",
-    "pluginConfig": "plugin arguments are versioned with the plugins (see plugins)",
-}
-
-# Versions whose default score weights differ from the newest (KEP-785: v1beta3 set InterPodAffinity
-# and NodeAffinity to 2, TaintToleration to 3); converted files get the new defaults, as the release does
-# once the old version is removed, and the module says so.
-OLD_DEFAULT_WEIGHTS = ("v1beta1", "v1beta2")
-
-
-def config_version(doc):
-    """``'v1beta3'`` of a KubeSchedulerConfiguration's apiVersion (None when not of our group)."""
-    group, _sep, version = str((doc or {}).get("apiVersion", "")).partition("/")
-    return version if group == GROUP else None
-
-
-def conversion_target(version, minor):
-    """The version a file in ``version`` should move to on Kubernetes 1.<minor>, or None (already newest)."""
-    served = served_versions(minor)
-    if not served or version not in served or version == served[0]:
-        return None
-    return served[0]
-
-
-def conversion_blockers(doc, source, target):
-    """Reasons a file in ``source`` cannot become ``target`` by changing apiVersion alone ([] = safe)."""
-    reasons = []
-    for key in doc:
-        if key in CONVERTIBLE_FIELDS:
-            continue
-        reasons.append(
-            "%s: %s" % (key, NOT_CONVERTIBLE.get(key, "not known to mean the same in %s as in %s" % (target, source)))
-        )
-    election = doc.get("leaderElection")
-    if isinstance(election, dict) and election.get("resourceLock") not in (None, "leases"):
-        reasons.append(
-            "leaderElection.resourceLock: %r; newer releases accept only 'leases'" % (election.get("resourceLock"),)
-        )
-    profiles = doc.get("profiles")
-    if isinstance(profiles, list):
-        for index, profile in enumerate(profiles):
-            if not isinstance(profile, dict):
-                reasons.append("profiles[%d]: not a mapping" % index)
-                continue
-            for key in profile:
-                if key not in PROFILE_FIELDS:
-                    reasons.append(
-                        "profiles[%d].%s: %s"
-                        % (index, key, NOT_CONVERTIBLE.get(key, "not known to mean the same in %s" % target))
-                    )
-    elif profiles is not None:
-        reasons.append("profiles: not a list")
-    return reasons

@@ -1,0 +1,178 @@
+"""The cpu_power role's plan (filter poweraware.k8s.cpu_power_plan) and the argument
+validation of its node-level controls."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+import yaml
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible_collections.poweraware.k8s.plugins.filter.cpu_power_plan import cpu_power_plan
+from ansible_collections.poweraware.k8s.plugins.module_utils._cpu_power_plan import expand_cpus, profile_frequency_mhz
+
+ROLE = pathlib.Path(__file__).resolve().parents[3] / "roles" / "cpu_power"
+DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+SPEC = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
+
+# Two groups of CPUs with their own cpuinfo limits (a hybrid part), CPU 7 offline.
+INFO = {
+    "cpufreq_available": True,
+    "epp_supported": True,
+    "present": "0-7",
+    "offline": "7",
+    "available_governors": ["performance", "powersave"],
+    "limit_groups": [
+        {"cpus": [0, 1, 2, 3], "cpuinfo_min_mhz": 800, "cpuinfo_max_mhz": 5000},
+        {"cpus": [4, 5, 6, 7], "cpuinfo_min_mhz": 800, "cpuinfo_max_mhz": 3800},
+    ],
+    "messages": [],
+}
+
+
+def plan(**kw):
+    args = {
+        "pools": [],
+        "profiles": DEFAULTS["cpu_power_profiles"],
+        "reserved": "0",
+        "reserved_given": True,
+        "kubelet_reserved": "0",
+        "kubelet_source": "/var/lib/kubelet/config.yaml",
+        "host": "w1",
+    }
+    args.update(kw)
+    return cpu_power_plan(INFO, **args)
+
+
+def test_expand_keeps_order_and_names_bad_parts():
+    assert expand_cpus("3,1-2, ,1") == ([3, 1, 2], [])
+    assert expand_cpus([5, "0-1", None]) == ([5, 0, 1], [])
+    assert expand_cpus("x-3,1,7-4,9000") == ([1], ["x-3", "7-4", "9000"])
+
+
+@pytest.mark.parametrize(("pct", "want"), [(0, 800), (-5, 800), (100, 5000), (150, 5000), (85, 4300), (1, 800)])
+def test_profile_frequency(pct, want):
+    assert profile_frequency_mhz(800, 5000, pct) == want
+
+
+def test_pool_per_limit_group_with_cstates_and_slowdowns():
+    profiles = dict(DEFAULTS["cpu_power_profiles"])
+    profiles["lowlat"] = {"epp": "performance", "max_pct": 100, "min_pct": 100, "cstates": {"max_latency_us": 20}}
+    result = plan(pools=[{"name": "dpdk", "cpus": "2-5", "profile": "lowlat"}], profiles=profiles,
+                  shared_profile="shared")  # fmt: skip
+    assert result["errors"] == []
+    assert result["reserved"] == [0] and result["shared"] == [1, 6, 7]
+    pools = [(a["pool"], a["cpus"], a["min_mhz"], a["max_mhz"], a.get("cstates")) for a in result["assignments"]]
+    assert pools == [
+        ("dpdk", [2, 3], 5000, 5000, {"max_latency_us": 20}),
+        ("dpdk", [4, 5], 3800, 3800, {"max_latency_us": 20}),
+        ("shared", [1], 800, 2480 // 100 * 100, None),
+        ("shared", [6, 7], 800, 2000, None),
+    ]
+    assert result["slowdowns"] == [
+        "pool shared (profile shared): CPUs 1 capped at 2400 MHz of 5000 MHz, EPP power",
+        "pool shared (profile shared): CPUs 6,7 capped at 2000 MHz of 3800 MHz, EPP power",
+    ]
+    assert "pool shared: CPUs 7 are offline and skipped" in result["notes"]
+    assert result["node"] is None
+
+
+def test_defaults_change_nothing_beyond_pools():
+    result = plan()
+    assert result == {
+        "errors": [],
+        "notes": [],
+        "slowdowns": [],
+        "assignments": [],
+        "reserved": [0],
+        "shared": [1, 2, 3, 4, 5, 6, 7],
+        "node": None,
+    }
+
+
+def test_node_controls_become_one_request_for_all_cpus():
+    result = plan(uncore={"min_pct": 50, "max_pct": 100}, power_cap={"watts": 150.0, "constraint": "long_term"})
+    assert result["node"] == {
+        "pool": "node",
+        "profile": None,
+        "cpus": "all",
+        "uncore": {"min_pct": 50, "max_pct": 100},
+        "power_cap": {"watts": 150.0, "constraint": "long_term"},
+    }
+    assert plan(uncore={"max_pct": 80}, reserved="99")["node"] is None  # errors: nothing planned
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"reserved": "0-1", "kubelet_reserved": "0"},
+         "cpu_power_reserved_cpus (0,1) does not match the kubelet reserved CPUs (0, from "
+         "/var/lib/kubelet/config.yaml)"),
+        ({"reserved": "zz,0"}, "cpu_power_reserved_cpus zz,0 is not a CPU list (bad part: zz)"),
+        ({"pools": [{"name": "a", "cpus": "7-4", "profile": "performance"}]},
+         "pool a: cpus 7-4 is not a CPU list (bad part: 7-4)"),
+        ({"pools": [{"name": "a", "cpus": "0-1", "profile": "performance"}]},
+         "pool a overlaps the reserved CPUs on 0; exclusive pools must not use reserved CPUs"),
+        ({"pools": [{"name": "a", "cpus": "1-2", "profile": "performance"},
+                    {"name": "b", "cpus": "2", "profile": "performance"}]},
+         "pools a and b overlap on CPU 2; each CPU belongs to one pool"),
+        ({"pools": [{"name": "a", "cpus": "1", "profile": "fast"}]},
+         "pool a: profile fast is not defined (cpu_power_profiles has: balance-performance, balance-power, "
+         "performance, shared)"),
+        ({"pools": [{"name": "a", "cpus": "8", "profile": "shared"}]},
+         "pool a names CPUs 8 that are not present on w1 (present: 0-7)"),
+        ({"shared_profile": "nope"}, "cpu_power_shared_profile nope is not defined in cpu_power_profiles"),
+        ({"profiles": {"p": {"max_pct": 150}}}, "profile p: max_pct 150 is not a percentage within 0..100"),
+        ({"profiles": {"p": {"min_pct": 90, "max_pct": 20}}}, "profile p: min_pct 90 is above max_pct 20"),
+        ({"profiles": {"p": {"epp": "power", "cstate": {"disable": ["C6"]}}}},
+         "profile p: unknown key(s) cstate; allowed: epp, governor, min_pct, max_pct, cstates"),
+        ({"profiles": {"p": {"cstates": {"disabel": ["C6"]}}}},
+         "profile p: cstates: unknown key(s) disabel; allowed: disable, enable, max_latency_us"),
+        ({"profiles": {"p": {"cstates": {"disable": "C6"}}}},
+         "profile p: cstates.disable 'C6' is not a list of state names, e.g. [C6] or [C1E, C6]"),
+        ({"profiles": {"p": {"cstates": {"max_latency_us": -1}}}},
+         "profile p: cstates.max_latency_us -1 is not a whole number of microseconds >= 0"),
+    ],
+)  # fmt: skip
+def test_bad_settings_are_errors_and_nothing_is_planned(kw, message):
+    result = plan(**kw)
+    assert any(e.startswith(message) for e in result["errors"]), result["errors"]
+    assert result["assignments"] == [] and result["node"] is None
+
+
+def test_no_cpufreq_plans_nothing():
+    info = dict(INFO, cpufreq_available=False, messages=["no cpufreq directory"])
+    result = cpu_power_plan(info, pools=[], profiles={}, reserved="", host="w1")
+    assert result["notes"][-1] == "no cpufreq on w1: no cpufreq directory - nothing applied"
+    assert result["assignments"] == []
+
+
+def _validate(**params):
+    args = {k: DEFAULTS[k] for k in DEFAULTS}
+    args.update(params)
+    return ArgumentSpecValidator(SPEC).validate(args)
+
+
+@pytest.mark.parametrize(
+    ("params", "fragment"),
+    [
+        ({"cpu_power_uncore": {"max_pct": 150}}, "value of max_pct must be one of: 0, 1, 2"),
+        ({"cpu_power_uncore": {"min_pct": -1}}, "value of min_pct must be one of"),
+        ({"cpu_power_uncore": {"max_pct": 80, "maxpct": 90}}, "maxpct"),
+        ({"cpu_power_uncore": {"min_pct": 10, "min_khz": 800000}}, "mutually exclusive: min_pct|min_khz"),
+        ({"cpu_power_power_cap": {"time_window_us": 1000}}, "missing required arguments: watts"),
+        ({"cpu_power_power_cap": {"watts": 100, "constraint": "peak"}}, "value of constraint must be one of"),
+        ({"cpu_power_power_cap": {"watts": 100, "window": 5}}, "window"),
+    ],
+)
+def test_node_controls_are_refused_by_argument_validation(params, fragment):
+    result = _validate(**params)
+    assert result.error_messages, "accepted"
+    assert any(fragment in m for m in result.error_messages), result.error_messages
+
+
+def test_defaults_pass_argument_validation():
+    assert _validate().error_messages == []
+    ok = _validate(cpu_power_uncore={"min_pct": 50, "max_pct": 100}, cpu_power_power_cap={"watts": 120})
+    assert ok.error_messages == []
+    assert ok.validated_parameters["cpu_power_power_cap"]["constraint"] == "long_term"
