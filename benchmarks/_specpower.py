@@ -24,9 +24,11 @@ import argparse
 import bisect
 import csv
 import dataclasses
+import math
 import os
 import pathlib
 import random
+from typing import NamedTuple
 
 UTIL_POINTS = tuple(range(0, 101, 10))
 DEFAULT_SEED = 20260101
@@ -65,28 +67,87 @@ class Server:
         return max(self.watts)
 
 
-def load_servers(path: pathlib.Path | str) -> list[Server]:
-    """Read ``specpower/servers.csv`` below the shared data directory (or the CSV file itself)."""
+class SkippedRow(NamedTuple):
+    """A published row that cannot be simulated, with the reason."""
+
+    id: str
+    reason: str
+
+
+def _positive_int(row: dict, field: str) -> int:
+    text = (row.get(field) or "").strip()
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{field} {text!r} is not an integer") from None
+    if value <= 0:
+        raise ValueError(f"{field} is {value}, need at least 1")
+    return value
+
+
+def _number(row: dict, field: str) -> float:
+    text = (row.get(field) or "").strip().replace(",", "")  # thousands separators, e.g. "1,024"
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{field} {row.get(field)!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{field} is {value}, need a finite number >= 0")
+    return value
+
+
+def parse_server(row: dict) -> Server:
+    """One CSV row as a ``Server``; ``ValueError`` saying which field is unusable and why."""
+    memory = _number(row, "memory_gb")
+    if memory == 0:
+        raise ValueError("memory_gb is 0")
+    watts = tuple(_number(row, f"watts_{u}") for u in UTIL_POINTS)
+    if max(watts) <= 0:
+        raise ValueError("all published watts are 0")
+    return Server(
+        id=row["id"],
+        vendor=row.get("vendor") or "",
+        system=row.get("system") or "",
+        processor=row.get("processor") or "",
+        chips=_positive_int(row, "chips"),
+        cores=_positive_int(row, "cores"),
+        threads_per_core=_positive_int(row, "threads_per_core"),
+        memory_gb=memory,
+        published=row.get("published") or "",
+        watts=watts,
+    )
+
+
+def read_servers(path: pathlib.Path | str) -> tuple[list[Server], list[SkippedRow]]:
+    """Read ``specpower/servers.csv`` (or the CSV file itself): usable servers, and the rows
+    skipped with the server id and the reason (``memory_gb`` of ``n/a``, 0 cores, a missing or
+    non-numeric power reading, ...). Never raises on a bad row; a missing column of the header
+    is an error."""
     path = pathlib.Path(path)
     if path.is_dir():
         path = path / "specpower" / "servers.csv"
-    servers = []
+    servers: list[Server] = []
+    skipped: list[SkippedRow] = []
     with path.open(newline="", encoding="utf-8") as handle:
-        for row in csv.DictReader(handle):
-            servers.append(
-                Server(
-                    id=row["id"],
-                    vendor=row["vendor"],
-                    system=row["system"],
-                    processor=row["processor"],
-                    chips=int(row["chips"]),
-                    cores=int(row["cores"]),
-                    threads_per_core=int(row["threads_per_core"]),
-                    memory_gb=float(row["memory_gb"].replace(",", "")),  # thousands separators, e.g. "1,024"
-                    published=row["published"],
-                    watts=tuple(float(row[f"watts_{u}"]) for u in UTIL_POINTS),
-                )
-            )
+        reader = csv.DictReader(handle)
+        need = {"id", "chips", "cores", "threads_per_core", "memory_gb", *(f"watts_{u}" for u in UTIL_POINTS)}
+        missing = need - set(reader.fieldnames or ())
+        if missing:
+            raise ValueError(f"{path}: missing columns {sorted(missing)}")
+        for line, row in enumerate(reader, start=2):
+            server_id = (row.get("id") or "").strip() or f"line {line}"
+            try:
+                servers.append(parse_server(row))
+            except ValueError as err:
+                skipped.append(SkippedRow(server_id, str(err)))
+    return servers, skipped
+
+
+def load_servers(path: pathlib.Path | str, skipped: list | None = None) -> list[Server]:
+    """The usable servers of ``read_servers``; skipped rows are appended to ``skipped`` when given."""
+    servers, rows = read_servers(path)
+    if skipped is not None:
+        skipped.extend(rows)
     return servers
 
 

@@ -86,7 +86,10 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=specpower.DEFAULT_SEED, help="sampler seed")
     args = parser.parse_args()
 
-    all_servers = specpower.load_servers(args.data)
+    skipped: list = []
+    all_servers = specpower.load_servers(args.data, skipped)
+    for row in skipped:
+        print(f"- skipped {row.id}: {row.reason}")
     servers = [s for s in all_servers if is_power_curve(s)]
     excluded = [s for s in all_servers if not is_power_curve(s)]
 

@@ -57,6 +57,9 @@ class Node:
     name: str
     address: str
     control_plane: bool
+    # The node's kernel (lab/fake_sysfs.py scenario and shape); None: the lab's default.
+    scenario: str | None = None
+    cpus: int | None = None
 
 
 def node_address(index: int, control_plane: bool) -> str:
@@ -89,7 +92,7 @@ def port_open(address: str, port: int, timeout: float = 0.5) -> bool:
 class NodeHosts:
     """Prepare, start, stop and reboot the lab's node hosts."""
 
-    def __init__(self, state_dir: pathlib.Path, nodes: list[Node], scenario: str, cpus: int, log=print):
+    def __init__(self, state_dir: pathlib.Path, nodes: list[Node], scenario: str, cpus: int | None, log=print):
         self.state_dir = state_dir
         self.nodes = {n.name: n for n in nodes}
         self.scenario = scenario
@@ -187,7 +190,9 @@ class NodeHosts:
 
     def power_on_kernel(self, name: str) -> None:
         """The node's kernel as at power-on: cpufreq and powercap at their boot values."""
-        fake_sysfs.build_tree(self.sysfs(name), self.scenario, rebuild=True, cpus=self.cpus)
+        node = self.nodes[name]
+        shape = {"cpus": node.cpus or self.cpus} if (node.cpus or self.cpus) else {}
+        fake_sysfs.build_tree(self.sysfs(name), node.scenario or self.scenario, rebuild=True, **shape)
 
     # --- run ----------------------------------------------------------------------------------
     def _config(self, name: str, images: pathlib.Path, kubelet_args: list[str] | None) -> pathlib.Path:
@@ -237,7 +242,10 @@ class NodeHosts:
         """known_hosts with each node's own host key, and an ssh_config naming every node."""
         known, config = [], []
         for node in self.nodes.values():
-            key = (self.disk(node.name) / "etc" / "ssh" / "ssh_host_ed25519_key.pub").read_text().split()
+            public = self.disk(node.name) / "etc" / "ssh" / "ssh_host_ed25519_key.pub"
+            if not public.exists():
+                continue  # not booted yet: it has no host key
+            key = public.read_text().split()
             known.append(f"{node.address},{node.name} {key[0]} {key[1]}")
             config += [
                 f"Host {node.name} {node.address}",

@@ -48,6 +48,7 @@ class LabHandle:
             Read a node's file as this machine sees it; to act on a node, use ``ssh``.
         node_sysfs(name): the node's fake kernel tree (its ``/sys``) on this machine.
         ssh(name, command, sudo=False): run a shell command on the node over SSH as the login user.
+        write_node_file(name, path, text, mode): replace a node's file over SSH (atomic rename, as root).
         api_client(): a ``kubernetes.client.ApiClient`` for the admin kubeconfig.
         scheduler_healthy(): whether ``https://127.0.0.1:10259/healthz`` answers ok.
         wait_scheduler_healthy(timeout): wait for that, raising ``TimeoutError``.
@@ -83,6 +84,20 @@ class LabHandle:
 
     def ssh(self, name: str, command: str, sudo: bool = False, check: bool = True) -> subprocess.CompletedProcess:
         self._check(name)
+        result = self._ssh(name, f"sudo -n sh -c {shlex.quote(command)}" if sudo else command)
+        if check and result.returncode != 0:
+            raise RuntimeError(f"on {name}: {command!r} exited {result.returncode}: {result.stderr}")
+        return result
+
+    def write_node_file(self, name: str, path: str, text: str, mode: str = "0644") -> None:
+        """Replace a file on the node atomically (temporary file, then rename), over SSH with sudo."""
+        tmp, dest = shlex.quote(f"{path}.lab-test-tmp"), shlex.quote(path)
+        script = f"cat > {tmp} && chmod {mode} {tmp} && mv -f {tmp} {dest}"
+        result = self._ssh(name, f"sudo -n sh -c {shlex.quote(script)}", text)
+        if result.returncode != 0:
+            raise RuntimeError(f"writing {path} on {name} failed: {result.stderr}")
+
+    def _ssh(self, name: str, remote: str, stdin: str | None = None) -> subprocess.CompletedProcess:
         ssh_dir = self.state_dir / "ssh"
         argv = [
             "ssh",
@@ -95,9 +110,9 @@ class LabHandle:
             "-o",
             "IdentitiesOnly=yes",
             f"ansible@{self.addresses[name]}",
-            f"sudo -n sh -c {shlex.quote(command)}" if sudo else command,
+            remote,
         ]
-        return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=check)
+        return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=120, check=False)
 
     def api_client(self):
         from kubernetes import client, config
@@ -171,6 +186,11 @@ def lab() -> LabHandle:
         yield handle_for(instance)
     finally:
         instance.release()
+
+
+def pytest_collection_modifyitems(items):
+    # Tests that take the session's lab down run last.
+    items.sort(key=lambda item: item.get_closest_marker("lab_teardown") is not None)
 
 
 @pytest.fixture(scope="session")

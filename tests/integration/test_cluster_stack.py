@@ -36,7 +36,6 @@ def run(lab, tags=None, extra_vars=None, check=False):
         tags=tags or TAGS,
         extra_vars=extra_vars,
         check=check,
-        env={"POWERAWARE_LAB_DIR": str(lab.state_dir)},
         timeout=900,
     )
 
@@ -49,7 +48,7 @@ def converged(lab):
 
 
 def pki_dir(lab):
-    return lab.node_root(lab.control_plane_node) / "etc" / "kubernetes" / "pki" / "tas"
+    return lab.node_disk(lab.control_plane_node) / "etc" / "kubernetes" / "pki" / "tas"
 
 
 def can(api, service_account, verb, resource, group="", namespace=None, subresource=None):

@@ -1,10 +1,11 @@
-"""The lab itself: real control plane, kwok nodes, real scheduling, static-pod restarts, clean teardown."""
+"""The lab itself: a real control plane, nodes that are hosts (SSH, sudo, their own hostname, address,
+kubeadm files and kernel), real scheduling, static-pod restarts inside the control-plane node, a
+simulated power cycle, and a teardown that leaves nothing behind."""
 
 from __future__ import annotations
 
 import collections
 import contextlib
-import os
 import pathlib
 import time
 import uuid
@@ -14,7 +15,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from lab import assets, cluster
+from lab import assets, cluster, nodes
 
 pytestmark = pytest.mark.lab
 
@@ -81,7 +82,9 @@ def test_nodes_are_ready_with_realistic_shape(lab):
         assert node.status.capacity["pods"] == "110"
         assert node.status.allocatable["memory"] == "127Gi"
         assert node.status.node_info.kubelet_version == lab.k8s_version
-        assert lab.node_root(name).joinpath("sys", "devices", "system", "cpu").is_dir()
+        assert lab.node_sysfs(name).joinpath("devices", "system", "cpu").is_dir()
+        internal = [a.address for a in node.status.addresses if a.type == "InternalIP"]
+        assert internal == [lab.addresses[name]], name
     control_plane = nodes[lab.control_plane_node]
     assert "node-role.kubernetes.io/control-plane" in control_plane.metadata.labels
     assert [(t.key, t.effect) for t in control_plane.spec.taints] == [
@@ -175,17 +178,17 @@ def _mirror_state(lab) -> tuple[str, bool] | None:
     return pod.metadata.annotations.get("kubernetes.io/config.mirror"), ready
 
 
-def _write_manifest(path: pathlib.Path, text: str) -> None:
-    # Same file system, then rename: the way Ansible's atomic_move replaces a manifest.
-    tmp = path.parent.parent / f".{path.name}.{uuid.uuid4().hex}"
-    tmp.write_text(text)
-    os.replace(tmp, path)
+MANIFEST = "/etc/kubernetes/manifests/kube-scheduler.yaml"
+
+
+def _write_manifest(lab, text: str) -> None:
+    # On the node, temporary file then rename: the way Ansible's atomic_move replaces a manifest.
+    lab.write_node_file(lab.control_plane_node, MANIFEST, text, "0600")
 
 
 def test_static_pod_runner_restarts_the_scheduler_when_its_manifest_changes(lab):
-    manifest = lab.scheduler_manifest
-    original = manifest.read_text()
-    etc = lab.node_root(lab.control_plane_node) / "etc" / "kubernetes"
+    cp = lab.control_plane_node
+    original = lab.ssh(cp, f"cat {MANIFEST}", sudo=True).stdout
     old_pid, old_hash = _scheduler_pid(lab)
     assert old_pid and lab.scheduler_healthy()
     # The runner keeps a mirror pod, as kubelet does, with the manifest's hash and the probe's verdict.
@@ -195,8 +198,10 @@ def test_static_pod_runner_restarts_the_scheduler_when_its_manifest_changes(lab)
     assert [(o.kind, o.name) for o in mirror.metadata.owner_references] == [("Node", lab.control_plane_node)]
     # A change such as the scheduler-extender role makes: a --config file on a new hostPath mount,
     # whose clientConnection.kubeconfig is a path inside the container.
-    config_file = etc / "lab-test-scheduler-config.yaml"
-    config_file.write_text(
+    config_file = "/etc/kubernetes/lab-test-scheduler-config.yaml"
+    lab.write_node_file(
+        cp,
+        config_file,
         yaml.safe_dump(
             {
                 "apiVersion": "kubescheduler.config.k8s.io/v1",
@@ -205,7 +210,7 @@ def test_static_pod_runner_restarts_the_scheduler_when_its_manifest_changes(lab)
                 "leaderElection": {"leaderElect": True},
                 "profiles": [{"schedulerName": "lab-test-scheduler"}, {"schedulerName": "default-scheduler"}],
             }
-        )
+        ),
     )
     pod = yaml.safe_load(original)
     container = pod["spec"]["containers"][0]
@@ -219,15 +224,16 @@ def test_static_pod_runner_restarts_the_scheduler_when_its_manifest_changes(lab)
     )
     try:
         # Files kubelet would skip: a dotfile. It must not cause a restart.
-        (manifest.parent / ".kube-scheduler.yaml.swp").write_text("not a pod")
+        lab.write_node_file(cp, "/etc/kubernetes/manifests/.kube-scheduler.yaml.swp", "not a pod")
         time.sleep(2.5)
         assert _scheduler_pid(lab) == (old_pid, old_hash)
 
         started = time.monotonic()
-        _write_manifest(manifest, yaml.safe_dump(pod, sort_keys=False))
+        _write_manifest(lab, yaml.safe_dump(pod, sort_keys=False))
         new_pid, new_hash = wait_until(
             lambda: (s := _scheduler_pid(lab))[0] not in (None, old_pid) and s, 15, "a new kube-scheduler pid"
         )
+        # The old process is gone from the node (pids are the node's: this machine shares them).
         assert not cluster.process_alive(old_pid, None)
         lab.wait_scheduler_healthy(60)
         restart_seconds = time.monotonic() - started
@@ -239,53 +245,101 @@ def test_static_pod_runner_restarts_the_scheduler_when_its_manifest_changes(lab)
         # A manifest the runner cannot run (missing hostPath File) stops the pod: health fails...
         broken = yaml.safe_load(original)
         broken["spec"]["volumes"][0]["hostPath"] = {"path": "/etc/kubernetes/absent.conf", "type": "File"}
-        _write_manifest(manifest, yaml.safe_dump(broken, sort_keys=False))
+        _write_manifest(lab, yaml.safe_dump(broken, sort_keys=False))
         wait_until(lambda: not lab.scheduler_healthy(), 15, "the scheduler to go down")
         assert lab.static_pods_status()["pods"]["kube-scheduler.yaml"]["state"] == "error"
         wait_until(lambda: _mirror_state(lab) is None, 20, "the mirror pod to go away")
     finally:
         # ...and a roll-back to the original brings it back, as the extender role relies on.
-        _write_manifest(manifest, original)
-        (manifest.parent / ".kube-scheduler.yaml.swp").unlink(missing_ok=True)
+        _write_manifest(lab, original)
+        lab.ssh(cp, f"rm -f /etc/kubernetes/manifests/.kube-scheduler.yaml.swp {config_file}", sudo=True)
         lab.wait_scheduler_healthy(60)
-        config_file.unlink(missing_ok=True)
     restored_pid, restored_hash = _scheduler_pid(lab)
     assert restored_hash == old_hash and restored_pid not in (old_pid, new_pid)
     wait_until(lambda: _mirror_state(lab) == (old_hash[:32], True), 20, "the mirror pod back")
 
 
-def test_lab_down_leaves_no_process_and_no_state(lab, tmp_path):
-    """A second, one-worker lab on other ports: up, a repeated up is a no-op, down removes everything."""
-    state_dir = tmp_path / "lab"
-    port_offset = lab.scheduler_port - 10259 + 1000  # clear of the session's lab
-    config = cluster.LabConfig(state_dir=state_dir, port_offset=port_offset, workers=1)
-    second = cluster.Lab(config, log=lambda _msg: None)
+def test_nodes_are_hosts_reached_over_ssh(lab):
+    """Each node answers on its own address with its own hostname, a sudo login, kubeadm's files
+    with kubeadm's modes, its own kernel at /sys - and nothing of this machine's checkout."""
+    for name, address in lab.addresses.items():
+        out = lab.ssh(name, "hostname; id -un; sudo -n id -u; echo $SSH_CONNECTION").stdout.split("\n")
+        assert out[0] == name
+        assert out[1:3] == ["ansible", "0"]
+        assert out[3].split()[2] == address  # the address the node's sshd answered on
+        cpu0 = lab.ssh(name, "cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq").stdout.strip()
+        assert cpu0 == (lab.node_sysfs(name) / "devices/system/cpu/cpu0/cpufreq/scaling_max_freq").read_text().strip()
+        assert lab.ssh(name, f"ls -A {cluster.REPO_ROOT}").stdout == ""  # the controller's checkout is hidden
+        assert lab.ssh(name, "python3 -c 'import kubernetes'", check=False).returncode != 0  # a fresh server
+        modes = lab.ssh(name, "sudo -n stat -c '%a %U %n' /etc/kubernetes/kubelet.conf /var/lib/kubelet/config.yaml")
+        assert modes.stdout.split("\n")[:2] == [
+            "600 root /etc/kubernetes/kubelet.conf",
+            "644 root /var/lib/kubelet/config.yaml",
+        ]
+        assert lab.ssh(name, "cat /etc/kubernetes/admin.conf", check=False).returncode != 0  # root only
+    cp = lab.control_plane_node
+    listing = lab.ssh(cp, "sudo -n stat -c '%a %n' /etc/kubernetes/admin.conf /etc/kubernetes/scheduler.conf").stdout
+    assert listing.split("\n")[:2] == ["600 /etc/kubernetes/admin.conf", "600 /etc/kubernetes/scheduler.conf"]
+    worker_config = lab.ssh(lab.worker_nodes[0], "cat /var/lib/kubelet/config.yaml").stdout
+    assert "reservedSystemCPUs: 0-1" in worker_config
+
+
+def test_reboot_brings_the_kernel_back_at_power_on_and_runs_boot_units(lab):
+    """A node restart: its kernel at power-on values, its disk kept, its enabled units run in order."""
+    worker = lab.worker_nodes[-1]
+    policy = "/sys/devices/system/cpu/cpufreq/policy2/scaling_max_freq"
+    unit = "/etc/systemd/system/lab-test-boot.service"
+    lab.ssh(worker, f"echo 1200000 > {policy}", sudo=True)
+    lab.write_node_file(
+        worker,
+        unit,
+        "[Unit]\nDescription=lab test\n[Service]\nType=oneshot\nRemainAfterExit=yes\n"
+        f"ExecStart=/bin/sh -c 'echo 2000000 > {policy}'\n[Install]\nWantedBy=multi-user.target\n",
+    )
+    lab.ssh(worker, "systemctl enable lab-test-boot.service && systemctl daemon-reload", sudo=True)
     try:
-        assert second.up(build=False) is True
-        pids = {name: info["pid"] for name, info in second.processes.items()}
-        assert set(pids) == {"etcd", "kube-apiserver", "kube-controller-manager", "kwok", "static-pods"}
-        tagged = cluster.tagged_processes(second.paths.state_dir)
-        assert set(pids.values()) <= set(tagged)
-        assert len(tagged) == len(pids) + 1  # and kube-scheduler, started by the runner
-        assert stat_mode(state_dir) == 0o700
-        assert stat_mode(state_dir / "pki" / "ca.key") == 0o600
-        assert stat_mode(state_dir / "kubeconfig") == 0o600
-        again = cluster.Lab(
-            cluster.LabConfig(state_dir=state_dir, port_offset=port_offset, workers=1), log=lambda _m: None
-        )
-        assert again.up(build=False) is False  # already running: nothing started
-        assert again.processes == second.processes
+        instance = cluster.Lab.from_state(lab.state_dir, log=lambda _m: None)
+        report = instance.reboot(worker)
+        assert report["before_units"]["policy2/scaling_max_freq"] == "3900000"  # power-on value
+        assert report["after_boot"]["policy2/scaling_max_freq"] == "2000000"  # the unit ran
+        assert any("Finished lab-test-boot.service" in line for line in report["boot_log"]), report["boot_log"]
+        assert lab.ssh(worker, f"cat {policy}").stdout.strip() == "2000000"
+        state = lab.ssh(worker, "systemctl is-active lab-test-boot.service", sudo=True).stdout.strip()
+        assert state == "active"
+        assert lab.ssh(worker, "hostname").stdout.strip() == worker
     finally:
-        stopped = second.down()
+        lab.ssh(worker, f"systemctl disable lab-test-boot.service; rm -f {unit}; systemctl daemon-reload", sudo=True)
+
+
+@pytest.mark.lab_teardown
+def test_lab_down_leaves_no_process_namespace_mount_or_state(lab):
+    """Runs last: `down` stops every process (by pid and by node namespace), and with them the
+    namespaces, mounts and sshds; no state, no busy port, no listening node address is left."""
+    instance = cluster.Lab.from_state(lab.state_dir, log=lambda _msg: None)
+    assert instance is not None and instance.healthy()
+    assert instance.up(build=False) is False  # already running: nothing started
+    pids = {name: info["pid"] for name, info in instance.processes.items()}
+    namespaces = {info["mnt_ns"] for name, info in instance.processes.items() if name.startswith("node/")}
+    assert len(namespaces) == len(lab.addresses)
+    members = {pid for ns in namespaces for pid in nodes.pids_in_namespace(ns)}
+    assert stat_mode(lab.state_dir) == 0o700
+    assert stat_mode(lab.state_dir / "pki" / "ca.key") == 0o600
+    assert stat_mode(lab.state_dir / "kubeconfig") == 0o600
+    assert stat_mode(lab.state_dir / "ssh" / "id_ed25519") == 0o600
+    stopped = instance.down()
     assert set(pids.values()) <= set(stopped)
-    assert cluster.tagged_processes(second.paths.state_dir) == []
-    for pid in tagged:
+    assert cluster.tagged_processes(lab.state_dir) == []
+    for pid in members | set(pids.values()):
         assert not cluster.process_alive(pid, None), pid
-    assert not state_dir.exists()
-    for name in ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler"):
-        assert cluster.port_free(config.port(name)), name
-    # The session's lab was not touched.
-    assert lab.scheduler_healthy()
+    for ns in namespaces:
+        assert nodes.pids_in_namespace(ns) == [], ns  # the namespace, and its mounts, are gone
+    assert not lab.state_dir.exists()
+    for port in cluster.PORTS.values():
+        assert cluster.port_free(port), port
+    for address in lab.addresses.values():
+        assert not nodes.port_open(address, nodes.SSH_PORT), address
+    mounts = pathlib.Path("/proc/self/mountinfo").read_text()
+    assert str(lab.state_dir) not in mounts
 
 
 def stat_mode(path: pathlib.Path) -> int:

@@ -1,91 +1,139 @@
-"""cpu_power and appqos_certs converge on fake per-node roots (no Kubernetes API needed).
+"""cpu_power and appqos_certs converge over SSH on node hosts with seven kernel flavours.
 
-Every driver scenario of lab/fake_sysfs.py is one inventory host with its own root
-(poweraware_node_root), using the lab's group variables (inventory/lab/group_vars/all/node_power.yml).
-The tests run in order on the same roots: check mode first, converge, re-run (changed=0), check
-mode again, certificate permissions and (no) regeneration, boot re-apply, bad inventories, removal.
+Each driver scenario of lab/fake_sysfs.py is a node host of its own (lab/nodes.py: a mount and UTS
+namespace with its own address in 127.0.2.0/24, sshd, a sudo login, kubeadm's kubelet configuration
+with reservedSystemCPUs 0-1 and its fake kernel at /sys). No Kubernetes API is needed. The tests run
+in order on the same hosts: check mode first, the defaults (which must slow nothing), converge with
+the lab's pools, re-run (changed=0), check mode again, certificate permissions and (no)
+regeneration, a power cycle that runs the boot unit, bad inventories, removal.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import pathlib
 import stat
 import subprocess
-import sys
 
 import pytest
 import yaml
 from ansible_run import REPO_ROOT, run_playbook
 from poweraware_testing import tree_digest
 
+from lab import fake_sysfs, nodes, pki, process
+
 PLAYBOOK = REPO_ROOT / "playbooks" / "node_power.yml"
-LAB_VARS = REPO_ROOT / "inventory" / "lab" / "group_vars" / "all" / "node_power.yml"
+LAB_POOLS = REPO_ROOT / "inventory" / "lab" / "group_vars" / "kube_node" / "node_power.yml"
 HOSTS = {
-    "np-intel": ("intel_pstate_active", {"cpus": 8}),
-    "np-passive": ("intel_cpufreq_passive", {"cpus": 6}),
-    "np-acpi": ("acpi_cpufreq_shared", {}),
-    "np-amd": ("amd_pstate_epp", {}),
-    "np-hybrid": ("hybrid", {}),
-    "np-offline": ("offline_cpus", {}),
-    "np-none": ("no_cpufreq", {}),
+    "np-intel": ("intel_pstate_active", 8),
+    "np-passive": ("intel_cpufreq_passive", 6),
+    "np-acpi": ("acpi_cpufreq_shared", None),
+    "np-amd": ("amd_pstate_epp", None),
+    "np-hybrid": ("hybrid", None),
+    "np-offline": ("offline_cpus", None),
+    "np-none": ("no_cpufreq", None),
 }
 CERT_FILES = ("ca", "appqos", "client")
+# What the roles write on a node (its disk, as this machine sees it), besides the kernel.
+NODE_PATHS = ("etc/certs", "etc/poweraware", "etc/systemd/system", "usr/local/lib/poweraware", "var/lib/poweraware")
 
 pytestmark = pytest.mark.slow
 
 
-def _fake_sysfs():
-    spec = importlib.util.spec_from_file_location("poweraware_lab_fake_sysfs_it", REPO_ROOT / "lab" / "fake_sysfs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-class Lab:
+class Hosts:
     def __init__(self, base: pathlib.Path):
         self.base = base
-        self.fake_sysfs = _fake_sysfs()
-        for host, (scenario, shape) in HOSTS.items():
-            self.fake_sysfs.build_tree(base / host / "sys", scenario, **shape)
-        group_vars = yaml.safe_load(LAB_VARS.read_text())
-        group_vars.update({"ansible_connection": "local", "ansible_python_interpreter": sys.executable})
+        self.node_list = [
+            nodes.Node(name, f"127.0.2.{i}", False, scenario, cpus)
+            for i, (name, (scenario, cpus)) in enumerate(HOSTS.items(), 1)
+        ]
+        self.hosts = nodes.NodeHosts(base, self.node_list, "intel_pstate_active", None, log=lambda _m: None)
+        self.running: dict[str, dict] = {}
+        (base / "logs").mkdir(parents=True, exist_ok=True)
+        self.hosts.create_login_key()
+        cluster_pki = pki.create(base / "pki", "https://127.0.0.1:6443", {})
+        try:
+            for node in self.node_list:
+                self.hosts.prepare(node.name, cluster_pki, "https://127.0.0.1:6443")
+                self.boot(node.name)
+        except BaseException:
+            self.stop()  # nothing of a failed set-up may outlive the test
+            raise
+        self.pristine_sys = {h: tree_digest(self.sys(h)) for h in HOSTS}
+        self.pools = yaml.safe_load(LAB_POOLS.read_text())
+        self.inventory = self.write_inventory("hosts.yml", {**self.pools, "cpu_power_shared_profile": "shared"})
+        self.defaults_inventory = self.write_inventory("defaults.yml", {})
+
+    def spawn(self, name: str, argv: list[str]) -> dict:
+        info = process.spawn(argv, self.base / "logs" / f"{name.replace('/', '-')}.log", self.base, self.base)
+        self.running[name] = info
+        return info
+
+    def boot(self, host: str) -> None:
+        self.hosts.start(host, pathlib.Path("/usr/lib"), None, self.spawn)
+        self.hosts.write_ssh_files()
+
+    def power_cycle(self, host: str) -> None:
+        self.hosts.stop(host, self.running[f"node/{host}"])
+        self.hosts.power_on_kernel(host)
+        self.boot(host)
+
+    def stop(self) -> None:
+        for name, info in self.running.items():
+            self.hosts.stop(name.split("/", 1)[1], info)
+
+    def write_inventory(self, name: str, group_vars: dict) -> pathlib.Path:
+        ssh = self.hosts.ssh_dir
         inventory = {
             "all": {
-                "children": {
-                    "kube_node": {"hosts": {h: {"poweraware_node_root": str(base / h)} for h in HOSTS}},
+                "children": {"kube_node": {"hosts": {n.name: {"ansible_host": n.address} for n in self.node_list}}},
+                "vars": {
+                    "ansible_user": nodes.LOGIN_USER,
+                    "ansible_python_interpreter": "/usr/bin/python3",
+                    "ansible_ssh_private_key_file": str(ssh / "id_ed25519"),
+                    "ansible_ssh_common_args": f"-o UserKnownHostsFile={ssh / 'known_hosts'} -o IdentitiesOnly=yes",
+                    **group_vars,
                 },
-                "vars": group_vars,
             }
         }
-        self.inventory = base / "hosts.yml"
-        self.inventory.write_text(yaml.safe_dump(inventory))
-        self.pristine_sys = {h: tree_digest(self.sys(h)) for h in HOSTS}
+        path = self.base / name
+        path.write_text(yaml.safe_dump(inventory))
+        return path
 
-    def root(self, host):
-        return self.base / host
+    def disk(self, host):
+        return self.hosts.disk(host)
 
     def sys(self, host):
-        return self.base / host / "sys"
+        return self.hosts.sysfs(host)
 
     def policy(self, host, name, attr):
         return (self.sys(host) / "devices/system/cpu/cpufreq" / name / attr).read_text().strip()
 
     def certs(self, host):
-        return self.root(host) / "etc" / "certs" / "public"
+        return self.disk(host) / "etc" / "certs" / "public"
 
     def everything(self):
-        return {h: tree_digest(self.root(h), mtimes=True) for h in HOSTS}
+        return {
+            h: [tree_digest(self.sys(h), mtimes=True)]
+            + [tree_digest(self.disk(h) / p, mtimes=True) if (self.disk(h) / p).exists() else None for p in NODE_PATHS]
+            for h in HOSTS
+        }
 
-    def run(self, **kwargs):
-        return run_playbook(PLAYBOOK, inventory=self.inventory, **kwargs)
+    def cpufreq(self):
+        return {h: tree_digest(self.sys(h) / "devices/system/cpu") for h in HOSTS}
+
+    def run(self, inventory=None, **kwargs):
+        return run_playbook(PLAYBOOK, inventory=inventory or self.inventory, **kwargs)
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    return Lab(tmp_path_factory.mktemp("node_power"))
+    hosts = Hosts(tmp_path_factory.mktemp("node_power"))
+    try:
+        yield hosts
+    finally:
+        hosts.stop()
 
 
 def test_check_mode_on_fresh_nodes_changes_nothing(lab):
@@ -94,6 +142,17 @@ def test_check_mode_on_fresh_nodes_changes_nothing(lab):
     assert result.rc == 0, str(result)
     assert result.changed > 0, str(result)
     assert lab.everything() == before
+
+
+def test_defaults_slow_nothing(lab):
+    """With no pools and the defaults, no CPU is touched (issue: a first run capped every CPU at 40 %)."""
+    cpufreq = lab.cpufreq()
+    result = lab.run(inventory=lab.defaults_inventory)
+    assert result.rc == 0, str(result)
+    assert lab.cpufreq() == cpufreq
+    assert "capped at" not in result.stdout
+    # the kubelet's reservedSystemCPUs were found and used
+    assert "reserved CPUs 0,1 from /var/lib/kubelet/config.yaml" in result.stdout, str(result)
 
 
 def test_converge(lab):
@@ -125,10 +184,16 @@ def test_converge(lab):
     assert lab.policy("np-offline", "policy5", "energy_performance_preference") == "power"
     # no cpufreq: nothing to do, said so
     assert "no cpufreq on np-none" in result.stdout
-    # boot re-apply: unit written under the node root (not enabled in the lab)
-    unit = (lab.root("np-intel") / "etc/systemd/system/poweraware-cpu-power.service").read_text()
-    assert f"ExecStart=/usr/bin/python3 {lab.root('np-intel')}/usr/local/lib/poweraware/cpu_power_apply.py" in unit
-    config = json.loads((lab.root("np-intel") / "etc/poweraware/cpu_power.json").read_text())
+    # every slowdown is printed
+    assert "pool shared (profile shared): CPUs 4,5,6,7 capped at 2000 MHz of 3900 MHz, EPP power" in result.stdout
+    # boot re-apply: the unit is installed and enabled on the node, as systemd would have it
+    unit = (lab.disk("np-intel") / "etc/systemd/system/poweraware-cpu-power.service").read_text()
+    assert (
+        "ExecStart=/usr/bin/python3 /usr/local/lib/poweraware/cpu_power_apply.py /etc/poweraware/cpu_power.json" in unit
+    )
+    wants = lab.disk("np-intel") / "etc/systemd/system/multi-user.target.wants/poweraware-cpu-power.service"
+    assert wants.is_symlink()
+    config = json.loads((lab.disk("np-intel") / "etc/poweraware/cpu_power.json").read_text())
     assert [(a["pool"], a["cpus"]) for a in config["assignments"]] == [
         ("lab-exclusive", [2, 3]),
         ("shared", [4, 5, 6, 7]),
@@ -209,7 +274,7 @@ def test_no_regeneration_unless_needed(lab):
     assert lab.run(limit=host, tags=["appqos_certs"], extra_vars={"appqos_certs_server_sans": sans}).changed == 0
 
     # a missing file is recreated, nothing else
-    (lab.certs(host) / "client.crt").unlink()
+    _run_on_node(lab, host, "sudo -n rm /etc/certs/public/client.crt")
     result = lab.run(limit=host, tags=["appqos_certs"], extra_vars={"appqos_certs_server_sans": sans})
     assert result.rc == 0, str(result)
     final = _cert_state(lab, host)
@@ -227,20 +292,19 @@ def test_keys_never_logged(lab):
 
 def test_boot_unit_reapplies_after_reboot(lab):
     host = "np-intel"
-    state_before = (lab.root(host) / "var/lib/poweraware/cpu_power_state.json").read_text()
-    lab.fake_sysfs.build_tree(lab.sys(host), "intel_pstate_active", rebuild=True, cpus=8)  # "reboot"
-    assert lab.policy(host, "policy5", "energy_performance_preference") == "balance_performance"
-    runner = lab.root(host) / "usr/local/lib/poweraware/cpu_power_apply.py"
-    config = lab.root(host) / "etc/poweraware/cpu_power.json"
-    proc = subprocess.run(
-        [sys.executable, "-I", str(runner), str(config)], capture_output=True, text=True, check=False, cwd="/"
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "shared (shared): CPUs 4-7 changed" in proc.stdout
+    state_before = (lab.disk(host) / "var/lib/poweraware/cpu_power_state.json").read_text()
+    # The kernel comes back at power-on values: the profile is gone until the boot unit runs.
+    power_on = tree_digest(fake_sysfs.build_tree(lab.base / "power-on", "intel_pstate_active", cpus=8))
+    assert tree_digest(lab.sys(host)) != power_on
+    lab.power_cycle(host)
+    boot_log = (lab.base / "logs" / f"node-{host}.log").read_text()
+    assert "boot: Starting poweraware-cpu-power.service" in boot_log
+    assert "boot: shared (shared): CPUs 4-7 changed" in boot_log, boot_log[-3000:]
+    assert "boot: Finished poweraware-cpu-power.service" in boot_log
     assert lab.policy(host, "policy5", "energy_performance_preference") == "power"
     assert lab.policy(host, "policy2", "scaling_min_freq") == "3400000"
     # originals were recorded once and are not overwritten by the boot run
-    assert (lab.root(host) / "var/lib/poweraware/cpu_power_state.json").read_text() == state_before
+    assert (lab.disk(host) / "var/lib/poweraware/cpu_power_state.json").read_text() == state_before
     assert lab.run(limit=host).changed == 0
 
 
@@ -257,9 +321,9 @@ def test_boot_unit_reapplies_after_reboot(lab):
             "pools a and b overlap on CPU 4; each CPU belongs to one pool",
         ),
         (
-            {"cpu_power_kubelet_reserved_cpus": "0-3"},
-            "cpu_power_reserved_cpus (0,1) does not match the kubelet reserved CPUs (0,1,2,3, from "
-            "cpu_power_kubelet_reserved_cpus)",
+            {"cpu_power_reserved_cpus": "0-3"},
+            "cpu_power_reserved_cpus (0,1,2,3) does not match the kubelet reserved CPUs (0,1, from "
+            "/var/lib/kubelet/config.yaml)",
         ),
         (
             {"cpu_power_pools": [{"name": "a", "cpus": "1-2", "profile": "performance"}]},
@@ -287,23 +351,38 @@ def test_bad_inventory_fails_before_changing_anything(lab, extra, message):
 
 def test_reserved_cpus_checked_against_kubelet_config(lab):
     host = "np-intel"
-    kubelet = lab.root(host) / "var/lib/kubelet/config.yaml"
-    kubelet.parent.mkdir(parents=True, exist_ok=True)
-    kubelet.write_text(
-        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nreservedSystemCPUs: 0-2\n"
-    )
+    config = "/var/lib/kubelet/config.yaml"
+    original = (lab.disk(host) / config.lstrip("/")).read_text()
     try:
+        _write_on_node(lab, host, config, original.replace("reservedSystemCPUs: 0-1", "reservedSystemCPUs: 0-2"))
         before = lab.everything()
-        result = lab.run(limit=host, tags=["cpu_power"], extra_vars={"cpu_power_kubelet_reserved_cpus": None})
+        result = lab.run(limit=host, tags=["cpu_power"], extra_vars={"cpu_power_reserved_cpus": "0-1"})
         assert result.rc != 0
-        assert f"does not match the kubelet reserved CPUs (0,1,2, from {kubelet})" in result.stdout, str(result)
+        assert f"does not match the kubelet reserved CPUs (0,1,2, from {config})" in result.stdout, str(result)
         assert lab.everything() == before
-        kubelet.write_text("kind: KubeletConfiguration\nreservedSystemCPUs: 0,1\n")
-        result = lab.run(limit=host, tags=["cpu_power"], extra_vars={"cpu_power_kubelet_reserved_cpus": None})
-        assert result.rc == 0, str(result)
-        assert result.changed == 0, str(result)
+        # Taken from the kubelet (the default): CPU 2 is reserved now, so the pool on 2-3 is refused.
+        result = lab.run(limit=host, tags=["cpu_power"])
+        assert result.rc != 0
+        assert "pool lab-exclusive overlaps the reserved CPUs on 2" in result.stdout, str(result)
+        assert lab.everything() == before
     finally:
-        kubelet.unlink()
+        _write_on_node(lab, host, config, original)
+    result = lab.run(limit=host, tags=["cpu_power"])
+    assert result.rc == 0, str(result)
+    assert result.changed == 0, str(result)
+
+
+def _run_on_node(lab, host: str, command: str, stdin: str | None = None) -> str:
+    """Run a shell command on the node over SSH, as an operator would."""
+    node = next(n for n in lab.node_list if n.name == host)
+    ssh = lab.hosts.ssh_dir
+    argv = ["ssh", "-i", str(ssh / "id_ed25519"), "-o", f"UserKnownHostsFile={ssh / 'known_hosts'}"]
+    argv += ["-o", "BatchMode=yes", f"{nodes.LOGIN_USER}@{node.address}", command]
+    return subprocess.run(argv, input=stdin, text=True, check=True, capture_output=True, timeout=60).stdout
+
+
+def _write_on_node(lab, host: str, path: str, text: str) -> None:
+    _run_on_node(lab, host, f"sudo -n tee {path} >/dev/null", text)
 
 
 def test_absent_restores_originals(lab):
@@ -312,7 +391,8 @@ def test_absent_restores_originals(lab):
     for host in HOSTS:
         if host != "np-intel":  # restored values are written again: compare contents, not mtimes
             assert tree_digest(lab.sys(host)) == lab.pristine_sys[host], host
-        assert not (lab.root(host) / "etc/systemd/system/poweraware-cpu-power.service").exists()
+        assert not (lab.disk(host) / "etc/systemd/system/poweraware-cpu-power.service").exists()
+        assert not (lab.disk(host) / "etc/systemd/system/multi-user.target.wants/poweraware-cpu-power.service").exists()
     # np-intel was "rebooted" (rebuilt) above, so compare values rather than timestamps
     for cpu in range(8):
         assert lab.policy("np-intel", f"policy{cpu}", "energy_performance_preference") == "balance_performance"

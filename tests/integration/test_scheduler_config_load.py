@@ -29,8 +29,8 @@ import urllib.request
 
 import pytest
 import yaml
-from ansible_collections.poweraware.k8s.plugins.module_utils import _manifest_scheduler as ms
-from ansible_collections.poweraware.k8s.plugins.module_utils import _scheduler_config as sc
+from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_config as sc
+from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_manifest as ms
 from extender_server import make_ca
 
 UNIT = pathlib.Path(__file__).resolve().parents[1] / "unit" / "scheduler_extender"
@@ -200,9 +200,11 @@ def _plan(case: Case, pki: dict, lab_version: str):
 def _unchecked_config(case: Case, pki: dict) -> str:
     """What the module would write for a REFUSED case if it did not check: a plain merge."""
     extenders, _errors = sc.normalize_extenders([_tls(e, pki) for e in case.extenders])
-    current = yaml.safe_load(case.files[USER_CONFIG_PATH])
-    merged, _replaced = sc.merge_extenders(current, [sc.render_extender(e) for e in extenders])
-    return yaml.safe_dump(merged, sort_keys=False)
+    text = case.files[USER_CONFIG_PATH]
+    current = yaml.safe_load(text)
+    ops, _replaced = ms.config_add_ops(current, [sc.render_extender(e) for e in extenders])
+    merged, _doc = ms.edit_file(text, current, ops, "config")
+    return merged
 
 
 def _free_port() -> int:

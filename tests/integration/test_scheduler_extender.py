@@ -2,8 +2,10 @@
 extender, scheduling proof and rollback proof (issue 5, docs/scheduler-extender.md).
 
 1. playbooks/scheduler_extender.yml (role scheduler_extender, module kube_scheduler_extender) runs
-   against the lab's control-plane node: it issues the scheduler's client certificate from a test CA,
-   patches the static-pod manifest, waits for the restarted scheduler; a second run changes nothing.
+   over SSH against the lab's control-plane node: it issues the scheduler's client certificate from a
+   test CA that lives on that node, patches the static-pod manifest, waits for the restarted
+   scheduler and for its mirror pod (read from the node with kubeadm's admin.conf and the Kubernetes
+   client the play installs there); a second run changes nothing.
 2. A pod requesting ``telemetry/scheduling`` is sent to the extender (mutual TLS, filter and
    prioritize) and lands on the node the extender prefers; a pod without it is never sent.
 3. A deliberately broken configuration (a CA bundle that is not PEM: kube-scheduler exits while
@@ -28,6 +30,13 @@ PLAYBOOK = REPO_ROOT / "playbooks" / "scheduler_extender.yml"
 RESOURCE = "telemetry/scheduling"
 TLS_DIR = "/etc/kubernetes/pki/scheduler-extender"
 CONFIG = "/etc/kubernetes/scheduler-extender.yaml"
+NODE_CA = "/etc/kubernetes/pki/lab-test-extender-ca"
+# The lab's kubelet notices a manifest change within a second; a real one may take 20 s (the default).
+FAST = {
+    "scheduler_extender_settle_seconds": 3,
+    "scheduler_extender_stable_seconds": 3,
+    "scheduler_extender_health_timeout": 45,
+}
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +47,19 @@ def pki(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def extender(lab, pki):
+def node_ca(lab, pki):
+    """The test CA on the control-plane node, where the role signs (scheduler_extender_ca_host)."""
+    ca, _server = pki
+    cp = lab.control_plane_node
+    lab.ssh(cp, f"install -d -m 0700 {NODE_CA}", sudo=True)
+    lab.write_node_file(cp, f"{NODE_CA}/ca.crt", ca.cert.read_text())
+    lab.write_node_file(cp, f"{NODE_CA}/ca.key", ca.key.read_text(), "0600")
+    yield NODE_CA
+    lab.ssh(cp, f"rm -rf {NODE_CA}", sudo=True, check=False)
+
+
+@pytest.fixture(scope="module")
+def extender(lab, pki, node_ca):
     ca, server_pem = pki
     server = ExtenderServer(server_pem, ca.cert, preferred_node=lab.worker_nodes[-1]).start()
     yield server
@@ -46,10 +67,10 @@ def extender(lab, pki):
 
 
 def _vars(lab, pki, extender, **extra):
-    ca, _server = pki
     values = {
-        "scheduler_extender_ca_cert": str(ca.cert),
-        "scheduler_extender_ca_key": str(ca.key),
+        **FAST,
+        "scheduler_extender_ca_cert": f"{NODE_CA}/ca.crt",
+        "scheduler_extender_ca_key": f"{NODE_CA}/ca.key",
         "scheduler_extender_extenders": [
             {
                 "url_prefix": extender.url,
@@ -133,7 +154,7 @@ def test_registration_changes_and_second_run_is_idempotent(lab, pki, extender, r
     manifest = yaml.safe_load(lab.scheduler_manifest.read_text())
     command = manifest["spec"]["containers"][0]["command"]
     assert f"--config={CONFIG}" in command
-    node_root = lab.node_root(lab.control_plane_node)
+    node_root = lab.node_disk(lab.control_plane_node)
     config = yaml.safe_load((node_root / CONFIG.lstrip("/")).read_text())
     assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"  # lab runs 1.36
     assert config["extenders"][0]["urlPrefix"] == extender.url
@@ -142,6 +163,10 @@ def test_registration_changes_and_second_run_is_idempotent(lab, pki, extender, r
     backups = list((node_root / "var/lib/poweraware/backups/kube-scheduler").iterdir())
     assert backups and not any(p.parent == lab.scheduler_manifest.parent for p in backups)
     assert not [p.name for p in lab.scheduler_manifest.parent.iterdir() if p.name != "kube-scheduler.yaml"]
+    # The mirror pod check ran on the node (issue 11 item 1: it ran on the controller and rolled back).
+    assert "Wait for the mirror pod to run the new manifest and be Ready" in first.stdout
+    mirror_task = first.stdout.split("Wait for the mirror pod to run the new manifest and be Ready")[1][:400]
+    assert "ok: [lab-control-plane]" in mirror_task, mirror_task
     second = _run(lab, _vars(lab, pki, extender))
     assert second.rc == 0 and second.changed == 0, second
     check = _run(lab, _vars(lab, pki, extender), check=True, diff=True)
@@ -170,13 +195,14 @@ def test_pod_without_the_resource_is_never_sent(lab, extender, registered):
 
 
 def test_broken_configuration_is_rolled_back(lab, pki, extender, registered):
-    node_root = lab.node_root(lab.control_plane_node)
-    broken = node_root / "etc/kubernetes/pki/broken-extender"
-    broken.mkdir(parents=True, exist_ok=True)
+    node_root = lab.node_disk(lab.control_plane_node)
     # A CA bundle that is not PEM: kube-scheduler fails while building the extender's transport and
     # exits. (A bad client certificate would not do: client-go loads client key pairs lazily, at the
     # first extender call, so the scheduler would start and look healthy.)
-    (broken / "ca.crt").write_text("this is not a PEM certificate\n")
+    lab.ssh(lab.control_plane_node, "install -d /etc/kubernetes/pki/broken-extender", sudo=True)
+    lab.write_node_file(
+        lab.control_plane_node, "/etc/kubernetes/pki/broken-extender/ca.crt", "this is not a PEM certificate\n"
+    )
     manifest_before = lab.scheduler_manifest.read_bytes()
     config_before = (node_root / CONFIG.lstrip("/")).read_bytes()
     values = _vars(lab, pki, extender)
@@ -186,7 +212,8 @@ def test_broken_configuration_is_rolled_back(lab, pki, extender, registered):
     assert "ROLLED BACK" in result.stdout, result
     assert "healthy again" in result.stdout, result
     assert "lines of the kube-scheduler log" in result.stdout, result
-    assert "unable to load root certificates" in result.stdout, result  # the scheduler's own error, from its log
+    report = result.stdout[result.stdout.find("kube-scheduler on ") :][:4000]
+    assert "unable to load root certificates" in result.stdout, report  # the scheduler's own error, from its log
     assert lab.scheduler_manifest.read_bytes() == manifest_before
     assert (node_root / CONFIG.lstrip("/")).read_bytes() == config_before
     lab.wait_scheduler_healthy(60)
@@ -196,7 +223,7 @@ def test_broken_configuration_is_rolled_back(lab, pki, extender, registered):
     assert extender.calls_for(pod)
     plain, _plain_node = _schedule(lab, telemetry=False)
     assert extender.calls_for(plain) == []
-    report = result.stdout[result.stdout.index("kube-scheduler on ") :].split("PLAY RECAP")[0]
+    report = report.split("PLAY RECAP")[0]
     print(f"PROOF rollback (play rc={result.rc}):\n{report}")
     calls = len(extender.calls_for(pod))
     print(f"PROOF after rollback: {pod} -> {node} via the extender ({calls} calls); {plain} not sent")

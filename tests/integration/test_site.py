@@ -42,7 +42,6 @@ def run_site(lab, extra_vars=None, **kwargs):
         SITE,
         inventory=lab.inventory / "hosts.yml",
         extra_vars={**SITE_VARS, **(extra_vars or {})},
-        env={"POWERAWARE_LAB_DIR": str(lab.state_dir)},
         timeout=1800,
         **kwargs,
     )
@@ -175,7 +174,6 @@ def test_molecule_lab_scenario(site, lab):
     env = dict(os.environ)
     env.update(
         {
-            "POWERAWARE_LAB_DIR": str(lab.state_dir),
             "PATH": f"{pathlib.Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
             "ANSIBLE_FORCE_COLOR": "0",
             "NO_COLOR": "1",

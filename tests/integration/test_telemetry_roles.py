@@ -125,7 +125,7 @@ def test_prometheus_gets_the_rule_file_and_namespaced_rbac(lab, converged):
 
 
 def test_adapter_tls_apiservice_and_naming(lab, converged):
-    pki = lab.node_root(lab.control_plane_node) / "etc/kubernetes/pki/prometheus-adapter"
+    pki = lab.node_disk(lab.control_plane_node) / "etc/kubernetes/pki/prometheus-adapter"
     for key in ("ca.key", "tls.key"):
         assert stat.S_IMODE((pki / key).stat().st_mode) == 0o600, key
     core = _core(lab)

@@ -184,11 +184,16 @@ def test_safe_write_order(make_node, clamp):
 def test_wrong_order_would_fail_on_old_kernels(make_node):
     """The kernel model is strict: min above max is EINVAL on pre-5.4 kernels, clamped on newer ones."""
     strict = make_node("intel_pstate_active", clamp=False)
-    with pytest.raises(OSError) as exc:
-        strict.kernel.write("devices/system/cpu/cpufreq/policy0/scaling_max_freq", "700000")
-        strict.kernel.write("devices/system/cpu/cpufreq/policy0/scaling_max_freq", "1000000")
+    # one refused write per pytest.raises: otherwise the first refusal hides whether the later ones are
+    strict.kernel.write("devices/system/cpu/cpufreq/policy0/scaling_max_freq", "1000000")  # above min: fine
+    with pytest.raises(OSError) as exc:  # min above max
         strict.kernel.write("devices/system/cpu/cpufreq/policy0/scaling_min_freq", "2000000")
     assert exc.value.errno == errno.EINVAL
+    with pytest.raises(OSError) as exc:  # max below min
+        strict.kernel.write("devices/system/cpu/cpufreq/policy0/scaling_max_freq", "700000")
+    assert exc.value.errno == errno.EINVAL
+    assert strict.policy("policy0", "scaling_min_freq") == "800000"
+    assert strict.policy("policy0", "scaling_max_freq") == "1000000"
     modern = make_node("intel_pstate_active")
     modern.kernel.write("devices/system/cpu/cpufreq/policy0/scaling_max_freq", "1000000")
     modern.kernel.write("devices/system/cpu/cpufreq/policy0/scaling_min_freq", "2000000")

@@ -165,7 +165,7 @@ def test_lower_bound_curve_by_hand():
     assert dx[-1] == 2000
 
 
-ALL_POLICIES = (pol.LeastAllocated, pol.MostAllocated, pol.TasPower, pol.Oracle, FirstFit)
+ALL_POLICIES = (pol.KubeDefault, pol.MostAllocated, pol.TasPower, pol.GreedyTrue, FirstFit)
 
 
 @pytest.mark.parametrize("regime", sim.REGIMES)
@@ -187,27 +187,27 @@ def test_lower_bound_below_every_policy(regime, seed):
             assert bound <= res.energy_j + 1e-6, cls.name
 
 
-# --- oracle on hand-checkable clusters ----------------------------------------------------
+# --- greedy-true on hand-checkable clusters ----------------------------------------------------
 
 
-def test_oracle_uses_the_efficient_node_always_on():
-    # b is flat (cheap) per millicore; a is steep; the oracle puts both pods on b
+def test_greedy_true_uses_the_efficient_node_always_on():
+    # b is flat (cheap) per millicore; a is steep; greedy-true puts both pods on b
     cheap = tuple(100.0 + 2.0 * k for k in range(11))
     cluster = sim.Cluster([node("a", 2, LINEAR), node("b", 2, cheap)])
     pods = [("p", 1000, 0, 10), ("q", 1000, 0, 10)]
     results = {cls.name: run(cluster, pods, cls()).energy_j for cls in ALL_POLICIES}
-    assert results["oracle"] == pytest.approx((100 + 120) * 10)  # a idle, b full
+    assert results["greedy-true"] == pytest.approx((100 + 120) * 10)  # a idle, b full
     assert results["default"] == pytest.approx((150 + 110) * 10)  # one pod on each node
-    assert all(results["oracle"] <= e + 1e-9 for e in results.values())
+    assert all(results["greedy-true"] <= e + 1e-9 for e in results.values())
 
 
-def test_oracle_packs_when_nodes_power_off():
+def test_greedy_true_packs_when_nodes_power_off():
     cluster = sim.Cluster([node("a", 2, CONCAVE), node("b", 2, CONCAVE)])
     pods = [("p", 1000, 0, 10), ("q", 1000, 0, 10)]
     results = {cls.name: run(cluster, pods, cls(), "off").energy_j for cls in ALL_POLICIES}
-    assert results["oracle"] == pytest.approx(250.0 * 10)  # both on one node at 100 %, the other off
+    assert results["greedy-true"] == pytest.approx(250.0 * 10)  # both on one node at 100 %, the other off
     assert results["default"] == pytest.approx(2 * 200.0 * 10)  # spread: two nodes at 50 %
-    assert all(results["oracle"] <= e + 1e-9 for e in results.values())
+    assert all(results["greedy-true"] <= e + 1e-9 for e in results.values())
 
 
 # --- draws and determinism ----------------------------------------------------------------
@@ -234,8 +234,80 @@ def test_same_seed_same_result_different_seed_differs():
 
     def once(seed):
         cluster = sim.draw_cluster(SERVERS, sim.peak_demand(trace), np.random.default_rng(seed), types=3)
-        res = sim.simulate(cluster, trace, pol.LeastAllocated(), "off", np.random.default_rng(seed))
+        res = sim.simulate(cluster, trace, pol.KubeDefault(), "off", np.random.default_rng(seed))
         return [n.server_id for n in cluster.nodes], res.energy_j, list(res.assignment)
 
     assert once(11) == once(11)
     assert any(once(11) != once(s) for s in (12, 13, 14))
+
+
+# --- memory and trace copies ------------------------------------------------------------------
+
+
+def test_load_pods_reads_memory_requests(tmp_path):
+    path = tmp_path / "pods.csv"
+    path.write_text("name,cpu_milli,memory_mib,creation_time,deletion_time\na,1000,2048,0,10\nb,500,,5,10\n")
+    trace = sim.load_pods(path)
+    assert list(trace.mem_mib) == [2048, 0]
+    assert sim.peak_demand(trace, "memory") == 2048
+    no_memory = tmp_path / "cpu-only.csv"
+    no_memory.write_text("name,cpu_milli,creation_time,deletion_time\na,1000,0,10\n")
+    assert list(sim.load_pods(no_memory).mem_mib) == [0]
+
+
+def test_replicate_trace_shifts_and_wraps_copies():
+    pods = [("a", 1000, 0.0, 40.0, 10), ("b", 2000, 50.0, 100.0, 20), ("c", 500, 10.0, 90.0, 0)]
+    trace = sim.make_trace(pods)
+    assert sim.replicate_trace(trace, 1, np.random.default_rng(0)) is trace
+    copies = sim.replicate_trace(trace, 5, np.random.default_rng(4))
+    # every copy keeps each pod's size and total duration, inside the window
+    assert copies.start >= 0.0 and copies.end <= 100.0
+    seconds = (copies.deleted - copies.created) * copies.cpu_m
+    assert seconds.sum() == pytest.approx(5 * sum((d - c) * cpu for _, cpu, c, d, _ in pods))
+    assert sorted(set(copies.mem_mib.tolist())) == [0, 10, 20]
+    assert any(n.endswith("+") for n in copies.names)  # some copy wrapped around the end
+    assert sim.peak_demand(copies) <= 5 * sim.peak_demand(trace)
+    again = sim.replicate_trace(trace, 5, np.random.default_rng(4))
+    assert again.names == copies.names and list(again.created) == list(copies.created)
+    with pytest.raises(ValueError, match="copies"):
+        sim.replicate_trace(trace, 0, np.random.default_rng(0))
+
+
+def test_draw_cluster_sizes_for_memory_too():
+    cluster = sim.draw_cluster(
+        SERVERS,
+        10_000,
+        np.random.default_rng(3),
+        headroom=0.0,
+        types=2,
+        demand_mem_mib=500_000,
+        memory_per_thread_mib=1024,
+    )
+    assert int(cluster.memory_mib.sum()) >= 500_000  # memory, not CPU, decided the size
+    assert all(n.memory_mib == n.capacity_m // 1000 * 1024 for n in cluster.nodes)
+
+
+def test_pods_too_big_for_every_node_by_memory_are_rejected_and_left_out_of_the_bound():
+    cluster = sim.Cluster([sim.Node("a", "a", 4000, LINEAR, memory_mib=1024)])
+    trace = sim.make_trace([("big", 1000, 0, 10, 4096), ("ok", 1000, 0, 10, 512)])
+    res = sim.simulate(cluster, trace, FirstFit(), "on", np.random.default_rng(0))
+    assert res.rejected == 1 and list(res.assignment) == [-1, 0]
+    bound = sim.lower_bound_energy(cluster, "on", trace)[0]
+    assert bound == pytest.approx(res.energy_j)  # one node, one pod of 1000m: both 125 W for 10 s
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_regime_independent_policy_gives_both_regimes_in_one_replay(seed):
+    rng = np.random.default_rng(seed)
+    cluster = sim.Cluster([node(f"n{i}", int(rng.integers(1, 5)), (LINEAR, CONCAVE)[i % 2]) for i in range(5)])
+    pods = []
+    for i in range(40):
+        start = float(rng.integers(0, 100))
+        pods.append((f"p{i}", int(rng.integers(1, 9)) * 125, start, start + float(rng.integers(1, 30))))
+    trace = sim.make_trace(pods)
+    on = sim.simulate(cluster, trace, pol.KubeDefault(), "on", np.random.default_rng(seed))
+    off = sim.simulate(cluster, trace, pol.KubeDefault(), "off", np.random.default_rng(seed))
+    assert list(on.assignment) == list(off.assignment)
+    assert on.energy_by_regime["off"] == pytest.approx(off.energy_j)
+    assert off.energy_by_regime["on"] == pytest.approx(on.energy_j)
+    assert sim.simulate(cluster, trace, pol.GreedyTrue(), "on", np.random.default_rng(0)).energy_by_regime is None
