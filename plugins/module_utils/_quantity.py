@@ -46,6 +46,9 @@ def _string_millicores(text: str) -> int:
     if match is None:
         raise QuantityError(f"{text!r} is not a Kubernetes CPU quantity (examples: '250m', '2', '1.5')")
     amount = Fraction(match.group("number")) * _suffix_multiplier(match.group("suffix") or "") * 1000
+    if amount < 0:
+        # Checked before rounding: ceil would turn -1n (-0.000001 millicores) into 0.
+        raise QuantityError(f"{text!r} is negative; a CPU quantity must be zero or more")
     return math.ceil(amount)
 
 

@@ -38,7 +38,14 @@ class PlaybookResult:
         return sum(h["failed"] + h["unreachable"] for h in self.recap.values())
 
     def __str__(self) -> str:  # shown by pytest when an assertion on the result fails
-        return f"rc={self.rc}\n--- stdout (tail)\n{self.stdout[-6000:]}\n--- stderr (tail)\n{self.stderr[-3000:]}"
+        failed = self.stdout[self.stdout.find("fatal:") :][:3000] if "fatal:" in self.stdout else ""
+        return (
+            f"rc={self.rc}\n--- first failure\n{failed}\n--- stdout (tail)\n{self.stdout[-6000:]}"
+            f"\n--- stderr (tail)\n{self.stderr[-3000:]}"
+        )
+
+    # pytest shows an assertion message that is not a string with repr(): make that the readable form.
+    __repr__ = __str__
 
 
 def run_playbook(

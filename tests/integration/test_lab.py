@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import json
+import os
 import pathlib
+import subprocess
+import sys
 import time
 import uuid
 
@@ -282,6 +286,32 @@ def test_nodes_are_hosts_reached_over_ssh(lab):
     assert listing.split("\n")[:2] == ["600 /etc/kubernetes/admin.conf", "600 /etc/kubernetes/scheduler.conf"]
     worker_config = lab.ssh(lab.worker_nodes[0], "cat /var/lib/kubelet/config.yaml").stdout
     assert "reservedSystemCPUs: 0-1" in worker_config
+
+
+def test_ansible_facts_name_each_node_and_its_address(lab):
+    """`ansible -i inventory/lab all -m setup`: each node's own hostname, and the address it answers on."""
+    bin_dir = pathlib.Path(sys.executable).parent
+    proc = subprocess.run(
+        [str(bin_dir / "ansible"), "-i", str(lab.inventory), "all", "-m", "ansible.builtin.setup", "-o"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=cluster.REPO_ROOT,
+        env={**os.environ, "ANSIBLE_CONFIG": str(cluster.REPO_ROOT / "ansible.cfg")},
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    facts = {}
+    for line in proc.stdout.splitlines():
+        host, _sep, rest = line.partition(" | SUCCESS => ")
+        if rest:
+            facts[host] = json.loads(rest)["ansible_facts"]
+    assert sorted(facts) == sorted(lab.addresses)
+    for host, fact in facts.items():
+        assert fact["ansible_hostname"] == host
+        assert fact["ansible_env"]["SSH_CONNECTION"].split()[2] == lab.addresses[host]
+        assert fact["ansible_python"]["executable"] == "/usr/bin/python3"
+        print(f"PROOF {host}: hostname {fact['ansible_hostname']}, address {lab.addresses[host]}")
 
 
 def test_reboot_brings_the_kernel_back_at_power_on_and_runs_boot_units(lab):

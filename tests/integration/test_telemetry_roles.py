@@ -175,9 +175,11 @@ def test_existing_mode_without_and_with_the_operator(lab, converged, tmp_path):
     from kubernetes import client, utils
     from kubernetes.client.rest import ApiException
 
-    files_dir = tmp_path / "prom"
-    files_dir.mkdir()
-    extra = {"prometheus_existing_namespace": EXISTING_NS, "prometheus_existing_files_dir": str(files_dir)}
+    # The files are written on the control-plane node, where the play runs (read back from its disk).
+    node_dir = "/var/lib/lab-test-prometheus-additions"
+    lab.ssh(lab.control_plane_node, f"rm -rf {node_dir} && install -d {node_dir}", sudo=True)
+    files_dir = lab.node_disk(lab.control_plane_node) / node_dir.lstrip("/")
+    extra = {"prometheus_existing_namespace": EXISTING_NS, "prometheus_existing_files_dir": node_dir}
 
     # 1. no CRDs: a ConfigMap (and files) for the user's Prometheus
     run = run_playbook(EXISTING_PLAYBOOK, inventory=lab.inventory, extra_vars=extra)

@@ -147,7 +147,6 @@ def test_invalid_quantities_exact_message(value, message):
     assert str(err.value) == message
 
 
-@pytest.mark.xfail(strict=True, reason="bug: the sign is checked after rounding up, so '-1n' becomes 0 (reported)")
 def test_negative_sub_millicore_amounts_are_refused():
     with pytest.raises(QuantityError, match="is negative"):
         parse_cpu_quantity("-1n")

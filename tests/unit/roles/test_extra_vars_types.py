@@ -36,8 +36,11 @@ REPO = pathlib.Path(__file__).resolve().parents[3]
 ROLES_DIR = REPO / "roles"
 COLLECTIONS_DIR = REPO / ".cache" / "collections"
 
-# The roles this test covers (cpu_power, scheduler_extender and power_models are checked elsewhere).
+# Every role with user-facing options but power_models, whose templates call collection filters
+# this harness cannot load (its typed options pass through | bool / | int at every use too).
 ROLES = [
+    "cpu_power",
+    "scheduler_extender",
     "nfd",
     "collectd",
     "kube_state_metrics",
@@ -63,6 +66,16 @@ STUBS: dict[str, dict] = {
     },
     "prometheus_adapter": {"_prometheus_adapter_checksum": "c0ffee", "_prometheus_adapter_ca_b64": "Q0E="},
     "tas": {"_tas_cp_label": "node-role.kubernetes.io/control-plane", "_tas_tls_checksum": "c0ffee"},
+    "scheduler_extender": {
+        "scheduler_extender_result": {
+            "backup_manifest": "/var/lib/poweraware/backups/kube-scheduler/m.bak",
+            "backup_config": "",
+            "config_path": "/etc/kubernetes/scheduler-extender.yaml",
+            "config_existed": False,
+            "annotation": "",
+            "record": {},
+        },
+    },
 }
 REGISTERED_STUB = {"changed": False, "failed": False, "skipped": False, "resources": [{}], "results": []}
 

@@ -235,3 +235,44 @@ def test_normalize_policy_touches_only_whole_number_string_targets_in_rule_lists
     assert policy["spec"]["strategies"]["a"]["rules"][0] == {"target": " +7 "}  # a copy
     assert tp.normalize_policy({"spec": None}) == {"spec": None}
     assert tp.normalize_policy({"spec": {"strategies": None}}) == {"spec": {"strategies": None}}
+
+
+def test_every_label_is_checked_after_a_non_string_one():
+    policy = {
+        "apiVersion": tp.API_VERSION,
+        "kind": tp.KIND,
+        "metadata": {"name": "p"},
+        "spec": {
+            "strategies": {
+                "labeling": {
+                    "rules": [
+                        {"metricname": "m", "operator": "Equals", "target": 1, "labels": [5, "k", "k=" + "v" * 63]}
+                    ]
+                }
+            }
+        },
+    }
+    assert tp.validate_policy(policy) == [
+        "spec.strategies.labeling.rules[0].labels[0] must be a string, got integer",
+        "spec.strategies.labeling.rules[0].labels[1] 'k' must be key=value with a valid Kubernetes label name and value",
+    ]  # and a 63-character value is fine
+
+
+def test_unknown_fields_of_any_type_are_reported_in_a_stable_order():
+    assert tp.validate_policy(with_rule(zz=1)) == [
+        f"{RULE} has unknown field 'zz' (allowed: metricname, operator, target, labels)"
+    ]
+    policy = with_rule()
+    policy["spec"]["strategies"]["dontschedule"]["rules"][0].update({1: "x", "b": "y"})
+    policy["spec"]["strategies"]["dontschedule"].update({2: "x", "a": "y"})
+    assert tp.validate_policy(policy) == [
+        "spec.strategies.dontschedule has unknown field 2 (allowed: policyName, logicalOperator, rules)",
+        "spec.strategies.dontschedule has unknown field 'a' (allowed: policyName, logicalOperator, rules)",
+        f"{RULE} has unknown field 1 (allowed: metricname, operator, target, labels)",
+        f"{RULE} has unknown field 'b' (allowed: metricname, operator, target, labels)",
+    ]
+
+
+def test_normalize_goes_on_after_a_strategy_without_a_rule_list():
+    policy = {"spec": {"strategies": {"x": {"rules": None}, "y": "odd", "z": {"rules": [{"target": "3"}]}}}}
+    assert tp.normalize_policy(policy)["spec"]["strategies"]["z"]["rules"] == [{"target": 3}]

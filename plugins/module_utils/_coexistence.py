@@ -1,0 +1,335 @@
+# Copyright: poweraware.k8s contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Coexistence with an installation the collection did not make (for example one BMRA set up).
+
+Pure decisions, no Ansible: the roles read what exists (``kubernetes.core.k8s_info`` for API
+objects, ``slurp`` for kube-scheduler's manifest and configuration) and pass it here through the
+``poweraware.k8s.coexistence`` and ``poweraware.k8s.scheduler_extender_coexistence`` filters.
+
+For each component the user chooses with one role variable (``<role>_existing``) what happens when
+something that is not ours is already there:
+
+- ``fail`` (default): stop before the role changes anything, naming every object found, who
+  manages it and the variable that chooses;
+- ``adopt``: use what exists; the role does not deploy its own and says so in one line.
+
+"Ours" is what the collection's templates label ``app.kubernetes.io/managed-by: poweraware.k8s``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+import yaml
+
+CHOICES = ("fail", "adopt")
+OUR_MANAGER_LABEL = "app.kubernetes.io/managed-by"
+OUR_MANAGER = "poweraware.k8s"
+SCHEDULER_VARIABLE = "scheduler_extender_existing"
+
+# component -> (variable that chooses, what it is, what "adopt" leaves out)
+COMPONENTS = {
+    "collectd": (
+        "collectd_existing",
+        "collectd",
+        "our collectd DaemonSet, ConfigMap, ServiceAccount and Service are not applied and its wait is skipped",
+    ),
+    "prometheus_adapter": (
+        "prometheus_adapter_existing",
+        "the custom metrics API (custom.metrics.k8s.io)",
+        "our Prometheus Adapter, its certificates and its APIService are not applied and its waits are skipped",
+    ),
+    "nfd": (
+        "nfd_existing",
+        "Node Feature Discovery",
+        "our NFD CRDs, nfd-master, nfd-worker and power NodeFeatureRule are not applied and its waits are skipped",
+    ),
+    "tas": (
+        "tas_existing",
+        "Telemetry Aware Scheduling",
+        "our TAS certificates, TASPolicy CRD, Deployment and Service are not applied and its wait is skipped",
+    ),
+}
+
+# Why an object that is not ours is in the way, by kind.
+_WHY = {
+    "DaemonSet": "a DaemonSet's selector cannot be changed, so ours cannot be applied over it",
+    "APIService": "there is one APIService per API group version, so applying ours would take it over "
+    "(server-side apply conflict)",
+    "CustomResourceDefinition": "applying ours would replace its schema under the installation that uses it",
+    "Deployment": "two installations would act on the same objects",
+    "Service": "applying ours would take it over",
+}
+
+
+class CoexistenceError(ValueError):
+    """Arguments the decision cannot use (a programming or configuration error, not a conflict)."""
+
+
+def _meta(obj):
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    return meta if isinstance(meta, dict) else {}
+
+
+def object_name(obj):
+    """``Kind namespace/name`` (namespaced) or ``Kind name`` (cluster-scoped)."""
+    meta = _meta(obj)
+    kind = obj.get("kind") or "object"
+    name = meta.get("name") or "?"
+    if meta.get("namespace"):
+        return "%s %s/%s" % (kind, meta["namespace"], name)
+    return "%s %s" % (kind, name)
+
+
+def is_ours(obj):
+    labels = _meta(obj).get("labels") or {}
+    return labels.get(OUR_MANAGER_LABEL) == OUR_MANAGER
+
+
+def managed_by(obj):
+    """Who manages the object, as far as its metadata tells."""
+    meta = _meta(obj)
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    parts = []
+    label = labels.get(OUR_MANAGER_LABEL)
+    if label:
+        release = annotations.get("meta.helm.sh/release-name") or labels.get("app.kubernetes.io/instance")
+        parts.append("%s=%s%s" % (OUR_MANAGER_LABEL, label, " (release %s)" % release if release else ""))
+    managers = []
+    for entry in meta.get("managedFields") or []:
+        manager = entry.get("manager") if isinstance(entry, dict) else None
+        if manager and manager not in managers:
+            managers.append(manager)
+    if managers:
+        parts.append("field managers %s" % ", ".join(managers))
+    return "; ".join(parts) if parts else "unknown manager"
+
+
+def _labels_text(mapping):
+    if not mapping:
+        return "{}"
+    return ", ".join("%s=%s" % (k, mapping[k]) for k in sorted(mapping))
+
+
+def _mismatch(obj, expected):
+    """Why an object (ours or not) differs from what the role would apply, or ''."""
+    expected = expected or {}
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    if "selector" in expected:
+        selector = (spec.get("selector") or {}).get("matchLabels") or {}
+        if selector != expected["selector"]:
+            return "its selector %s is not ours (%s)" % (_labels_text(selector), _labels_text(expected["selector"]))
+    if "service" in expected:
+        service = spec.get("service") or {}
+        have = "%s/%s" % (service.get("namespace") or "?", service.get("name") or "?") if service else "none (local)"
+        want = "%s/%s" % (expected["service"].get("namespace"), expected["service"].get("name"))
+        if have != want:
+            return "it points at Service %s, not ours (%s)" % (have, want)
+    return ""
+
+
+def conflicts(objects, expected=None):
+    """``[(object, reason)]`` for every object in the way of the role."""
+    found = []
+    for obj in objects or []:
+        if not isinstance(obj, dict):
+            raise CoexistenceError("objects must be Kubernetes objects (dicts), got %r" % (obj,))
+        mismatch = _mismatch(obj, expected)
+        if is_ours(obj) and not mismatch:
+            continue
+        reasons = []
+        if not is_ours(obj):
+            reasons.append("not managed by %s (%s)" % (OUR_MANAGER, managed_by(obj)))
+        if mismatch:
+            reasons.append(mismatch)
+        why = _WHY.get(obj.get("kind"))
+        if why:
+            reasons.append(why)
+        found.append((obj, "; ".join(reasons)))
+    return found
+
+
+def _check_choice(choice, variable):
+    if choice not in CHOICES:
+        raise CoexistenceError("%s must be one of %s, got %r" % (variable, "|".join(CHOICES), choice))
+
+
+def decide(component, choice, objects, expected=None):
+    """Decide what a role does about what already exists.
+
+    Returns ``{"action": "deploy"|"adopt"|"fail", "message": str, "objects": [names]}``; ``message``
+    is empty for ``deploy`` (nothing in the way, or only our own objects).
+    """
+    if component not in COMPONENTS:
+        raise CoexistenceError("unknown component %r; known: %s" % (component, ", ".join(sorted(COMPONENTS))))
+    variable, what, left_out = COMPONENTS[component]
+    _check_choice(choice, variable)
+    found = conflicts(objects, expected)
+    names = [object_name(obj) for obj, _reason in found]
+    if not found:
+        return {"action": "deploy", "message": "", "objects": []}
+    if choice == "fail":
+        details = "; ".join("%s: %s" % (object_name(obj), reason) for obj, reason in found)
+        message = (
+            "%s: %s is already installed by someone else: %s. Nothing was changed. Set %s=adopt to use the "
+            "existing installation instead of deploying ours, or remove it first (%s=fail, the default, "
+            "stops here)." % (component, what, details, variable, variable)
+        )
+        return {"action": "fail", "message": message, "objects": names}
+    managers = sorted({managed_by(obj) for obj, _reason in found})
+    message = "%s: using the existing %s (%s=adopt): %s" % (component, ", ".join(names), variable, left_out)
+    message += " (managed by: %s)." % " | ".join(managers)
+    return {"action": "adopt", "message": message, "objects": names}
+
+
+# --- kube-scheduler extenders ------------------------------------------------------------------
+
+
+def _load(text):
+    if not text or not isinstance(text, str):
+        return None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+
+
+def _scheduler_container(doc):
+    spec = doc.get("spec") if isinstance(doc, dict) else None
+    containers = spec.get("containers") if isinstance(spec, dict) else None
+    if not isinstance(containers, list):
+        return None
+    named = [c for c in containers if isinstance(c, dict) and c.get("name") == "kube-scheduler"]
+    if len(named) == 1:
+        return named[0]
+    if len(containers) == 1 and isinstance(containers[0], dict):
+        return containers[0]
+    return None
+
+
+def _flag(container, flag):
+    for key in ("command", "args"):
+        items = container.get(key)
+        if not isinstance(items, list):
+            continue
+        for index, item in enumerate(items):
+            if not isinstance(item, str):
+                continue
+            if item == flag and index + 1 < len(items) and isinstance(items[index + 1], str):
+                return items[index + 1]
+            if item.startswith(flag + "="):
+                return item[len(flag) + 1 :]
+    return None
+
+
+def scheduler_config_path(manifest_text):
+    """The file kube-scheduler's manifest loads: ``{"path": ..., "flag": "--config"|...}``.
+
+    Empty path when the manifest cannot be read or loads no file (the module reports unreadable
+    manifests itself, with its own messages).
+    """
+    doc = _load(manifest_text)
+    container = _scheduler_container(doc) if isinstance(doc, dict) else None
+    if container is None:
+        return {"path": "", "flag": ""}
+    for flag in ("--config", "--policy-config-file"):
+        value = _flag(container, flag)
+        if value:
+            return {"path": value, "flag": flag}
+    return {"path": "", "flag": ""}
+
+
+def _our_urls(manifest_text):
+    doc = _load(manifest_text)
+    annotations = (_meta(doc).get("annotations") or {}) if isinstance(doc, dict) else {}
+    raw = annotations.get("poweraware.k8s/scheduler-extender")
+    try:
+        record = json.loads(raw) if isinstance(raw, str) else {}
+    except ValueError:
+        record = {}
+    urls = record.get("extenders") if isinstance(record, dict) else None
+    return {_norm_url(u) for u in urls or [] if isinstance(u, str)}
+
+
+def _norm_url(url):
+    return str(url).rstrip("/")
+
+
+def _existing_extenders(config_text):
+    doc = _load(config_text)
+    entries = doc.get("extenders") if isinstance(doc, dict) else None
+    return [(i, e) for i, e in enumerate(entries or []) if isinstance(e, dict)]
+
+
+def _resources(entry, key, name_key="name"):
+    out = []
+    for item in entry.get(key) or []:
+        if isinstance(item, dict) and isinstance(item.get(name_key), str):
+            out.append(item[name_key])
+    return out
+
+
+def extender_coexistence(choice, manifest_text, config_text, config_path, extenders, manifest_path=""):
+    """Decide about our extenders against those kube-scheduler already loads.
+
+    ``extenders`` are the module's (``url_prefix``, ``managed_resources[].name``); the existing ones
+    come from the configuration (or legacy Policy) the manifest loads. An existing entry that this
+    collection did not add (its ``urlPrefix`` is not in the manifest's record) is in the way of ours
+    when it has the same ``urlPrefix`` or manages one of the same resources: kube-scheduler refuses a
+    resource managed by two extenders.
+
+    Returns ``{"action": "register"|"adopt"|"fail", "extenders": [ours to register], "message": str,
+    "kept": [descriptions of the existing entries kept]}``.
+    """
+    _check_choice(choice, SCHEDULER_VARIABLE)
+    if not isinstance(extenders, list):
+        raise CoexistenceError("extenders must be a list of the module's extender definitions")
+    ours = _our_urls(manifest_text)
+    existing = [(i, e) for i, e in _existing_extenders(config_text) if _norm_url(e.get("urlPrefix", "")) not in ours]
+    where = config_path or "the scheduler configuration"
+    keep, clashes = [], []
+    for ext in extenders:
+        if not isinstance(ext, dict):
+            keep.append(ext)
+            continue
+        url = _norm_url(ext.get("url_prefix") or "")
+        names = set(_resources(ext, "managed_resources"))
+        hits = []
+        for index, entry in existing:
+            same_url = bool(url) and _norm_url(entry.get("urlPrefix") or "") == url
+            shared = sorted(names & set(_resources(entry, "managedResources")))
+            if same_url or shared:
+                what = "manages %s" % ", ".join(shared) if shared else "has the same urlPrefix"
+                hits.append(
+                    "extenders[%d] (urlPrefix %s) in %s %s" % (index, entry.get("urlPrefix") or "(none)", where, what)
+                )
+        if hits:
+            clashes.append((ext.get("url_prefix"), hits))
+        else:
+            keep.append(ext)
+    if not clashes:
+        return {"action": "register", "extenders": keep, "message": "", "kept": []}
+    kept = [hit for _url, hits in clashes for hit in hits]
+    if choice == "fail":
+        details = "; ".join(
+            "our extender %s: the existing %s, not added by %s" % (url, " and ".join(hits), OUR_MANAGER)
+            for url, hits in clashes
+        )
+        message = (
+            "scheduler_extender: kube-scheduler%s already loads an extender that is not ours: %s; kube-scheduler "
+            "refuses a resource managed by two extenders. Nothing was changed. Set %s=adopt to keep the existing "
+            "extender and not add ours, or remove it first (%s=fail, the default, stops here)."
+            % (" (%s)" % manifest_path if manifest_path else "", details, SCHEDULER_VARIABLE, SCHEDULER_VARIABLE)
+        )
+        return {"action": "fail", "extenders": keep, "message": message, "kept": kept}
+    message = "scheduler_extender: keeping the existing %s (%s=adopt): our extender %s is not added" % (
+        "; ".join(kept),
+        SCHEDULER_VARIABLE,
+        ", ".join(str(url) for url, _hits in clashes),
+    )
+    message += "; nothing else to register, kube-scheduler is left as it is." if not keep else "."
+    return {"action": "adopt", "extenders": keep, "message": message, "kept": kept}

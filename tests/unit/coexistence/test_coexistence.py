@@ -1,0 +1,470 @@
+# ruff: noqa: E501 - exact, long messages
+"""Coexistence with an installation the collection did not make (plugins/module_utils/_coexistence.py).
+
+Every component x {nothing there, ours there, theirs there} x {fail, adopt}, with the exact messages
+a user sees; the objects "theirs" are shaped as BMRA creates them (intel/container-experience-kits:
+collectd_install, prometheus_install/kube_prometheus, nfd_install Helm release, the
+telemetry-aware-scheduling chart of platform_aware_scheduling_install), and the kube-scheduler
+configuration as BMRA's create-scheduler-config.yml writes it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ansible.errors import AnsibleFilterError
+from ansible_collections.poweraware.k8s.plugins.filter.coexistence import FilterModule
+from ansible_collections.poweraware.k8s.plugins.module_utils import _coexistence as c
+
+OURS = {"app.kubernetes.io/managed-by": "poweraware.k8s"}
+COLLECTD_SELECTOR = {"app.kubernetes.io/name": "collectd", "app.kubernetes.io/part-of": "poweraware"}
+ADAPTER_SERVICE = {"namespace": "custom-metrics", "name": "prometheus-adapter"}
+
+
+def obj(kind, name, namespace=None, labels=None, annotations=None, managers=(), spec=None):
+    meta = {"name": name, "labels": dict(labels or {}), "uid": f"{kind}-{namespace}-{name}"}
+    if namespace:
+        meta["namespace"] = namespace
+    if annotations:
+        meta["annotations"] = annotations
+    if managers:
+        meta["managedFields"] = [{"manager": m, "operation": "Apply"} for m in managers]
+    return {"kind": kind, "metadata": meta, "spec": spec or {}}
+
+
+HELM_TAS = {
+    "app.kubernetes.io/name": "telemetry-aware-scheduling",
+    "app.kubernetes.io/instance": "tas",
+    "app.kubernetes.io/managed-by": "Helm",
+    "helm.sh/chart": "telemetry-aware-scheduling-0.1",
+}
+HELM_NFD = {
+    "app.kubernetes.io/name": "node-feature-discovery",
+    "app.kubernetes.io/instance": "node-feature-discovery",
+    "app.kubernetes.io/managed-by": "Helm",
+    "role": "master",
+}
+
+# component -> (expected, [our objects], [their objects])
+CASES = {
+    "collectd": (
+        {"selector": COLLECTD_SELECTOR},
+        [
+            obj(
+                "DaemonSet",
+                "collectd",
+                "monitoring",
+                {**OURS, **COLLECTD_SELECTOR},
+                managers=["poweraware"],
+                spec={"selector": {"matchLabels": COLLECTD_SELECTOR}},
+            )
+        ],
+        [
+            obj(
+                "DaemonSet",
+                "collectd",
+                "monitoring",
+                {"app": "collectd"},
+                managers=["kubectl-client-side-apply"],
+                spec={"selector": {"matchLabels": {"app": "collectd"}}},
+            )
+        ],
+    ),
+    "prometheus_adapter": (
+        {"service": ADAPTER_SERVICE},
+        [
+            obj(
+                "APIService",
+                "v1beta1.custom.metrics.k8s.io",
+                labels=OURS,
+                managers=["poweraware"],
+                spec={"service": ADAPTER_SERVICE},
+            )
+        ],
+        [
+            obj(
+                "APIService",
+                "v1beta1.custom.metrics.k8s.io",
+                labels={"app": "custom-metrics-apiserver"},
+                managers=["kubectl-client-side-apply"],
+                spec={"service": {"namespace": "monitoring", "name": "prometheus-adapter"}},
+            )
+        ],
+    ),
+    "nfd": (
+        {},
+        [
+            obj("CustomResourceDefinition", "nodefeatures.nfd.k8s-sigs.io", labels=OURS, managers=["poweraware"]),
+            obj("Deployment", "nfd-master", "node-feature-discovery", OURS, managers=["poweraware"]),
+        ],
+        [
+            obj("CustomResourceDefinition", "nodefeatures.nfd.k8s-sigs.io", managers=["helm"]),
+            obj(
+                "Deployment",
+                "node-feature-discovery-master",
+                "kube-system",
+                HELM_NFD,
+                {"meta.helm.sh/release-name": "node-feature-discovery"},
+                ["helm"],
+            ),
+        ],
+    ),
+    "tas": (
+        {},
+        [
+            obj("CustomResourceDefinition", "taspolicies.telemetry.intel.com", labels=OURS, managers=["poweraware"]),
+            obj(
+                "Deployment", "telemetry-aware-scheduling", "telemetry-aware-scheduling", OURS, managers=["poweraware"]
+            ),
+            obj("Service", "tas-service", "telemetry-aware-scheduling", OURS, managers=["poweraware"]),
+        ],
+        [
+            obj("CustomResourceDefinition", "taspolicies.telemetry.intel.com", managers=["helm"]),
+            obj(
+                "Deployment",
+                "tas-telemetry-aware-scheduling",
+                "kube-system",
+                HELM_TAS,
+                {"meta.helm.sh/release-name": "tas"},
+                ["helm"],
+            ),
+            obj(
+                "Service",
+                "telemetry-aware-scheduling",
+                "kube-system",
+                HELM_TAS,
+                {"meta.helm.sh/release-name": "tas"},
+                ["helm"],
+            ),
+        ],
+    ),
+}
+
+FAIL = {
+    "collectd": "collectd: collectd is already installed by someone else: DaemonSet monitoring/collectd: not managed by poweraware.k8s (field managers kubectl-client-side-apply); its selector app=collectd is not ours (app.kubernetes.io/name=collectd, app.kubernetes.io/part-of=poweraware); a DaemonSet's selector cannot be changed, so ours cannot be applied over it. Nothing was changed. Set collectd_existing=adopt to use the existing installation instead of deploying ours, or remove it first (collectd_existing=fail, the default, stops here).",
+    "prometheus_adapter": "prometheus_adapter: the custom metrics API (custom.metrics.k8s.io) is already installed by someone else: APIService v1beta1.custom.metrics.k8s.io: not managed by poweraware.k8s (field managers kubectl-client-side-apply); it points at Service monitoring/prometheus-adapter, not ours (custom-metrics/prometheus-adapter); there is one APIService per API group version, so applying ours would take it over (server-side apply conflict). Nothing was changed. Set prometheus_adapter_existing=adopt to use the existing installation instead of deploying ours, or remove it first (prometheus_adapter_existing=fail, the default, stops here).",
+    "nfd": "nfd: Node Feature Discovery is already installed by someone else: CustomResourceDefinition nodefeatures.nfd.k8s-sigs.io: not managed by poweraware.k8s (field managers helm); applying ours would replace its schema under the installation that uses it; Deployment kube-system/node-feature-discovery-master: not managed by poweraware.k8s (app.kubernetes.io/managed-by=Helm (release node-feature-discovery); field managers helm); two installations would act on the same objects. Nothing was changed. Set nfd_existing=adopt to use the existing installation instead of deploying ours, or remove it first (nfd_existing=fail, the default, stops here).",
+    "tas": "tas: Telemetry Aware Scheduling is already installed by someone else: CustomResourceDefinition taspolicies.telemetry.intel.com: not managed by poweraware.k8s (field managers helm); applying ours would replace its schema under the installation that uses it; Deployment kube-system/tas-telemetry-aware-scheduling: not managed by poweraware.k8s (app.kubernetes.io/managed-by=Helm (release tas); field managers helm); two installations would act on the same objects; Service kube-system/telemetry-aware-scheduling: not managed by poweraware.k8s (app.kubernetes.io/managed-by=Helm (release tas); field managers helm); applying ours would take it over. Nothing was changed. Set tas_existing=adopt to use the existing installation instead of deploying ours, or remove it first (tas_existing=fail, the default, stops here).",
+}
+ADOPT = {
+    "collectd": "collectd: using the existing DaemonSet monitoring/collectd (collectd_existing=adopt): our collectd DaemonSet, ConfigMap, ServiceAccount and Service are not applied and its wait is skipped (managed by: field managers kubectl-client-side-apply).",
+    "prometheus_adapter": "prometheus_adapter: using the existing APIService v1beta1.custom.metrics.k8s.io (prometheus_adapter_existing=adopt): our Prometheus Adapter, its certificates and its APIService are not applied and its waits are skipped (managed by: field managers kubectl-client-side-apply).",
+    "nfd": "nfd: using the existing CustomResourceDefinition nodefeatures.nfd.k8s-sigs.io, Deployment kube-system/node-feature-discovery-master (nfd_existing=adopt): our NFD CRDs, nfd-master, nfd-worker and power NodeFeatureRule are not applied and its waits are skipped (managed by: app.kubernetes.io/managed-by=Helm (release node-feature-discovery); field managers helm | field managers helm).",
+    "tas": "tas: using the existing CustomResourceDefinition taspolicies.telemetry.intel.com, Deployment kube-system/tas-telemetry-aware-scheduling, Service kube-system/telemetry-aware-scheduling (tas_existing=adopt): our TAS certificates, TASPolicy CRD, Deployment and Service are not applied and its wait is skipped (managed by: app.kubernetes.io/managed-by=Helm (release tas); field managers helm | field managers helm).",
+}
+OBJECTS = {
+    "collectd": ["DaemonSet monitoring/collectd"],
+    "prometheus_adapter": ["APIService v1beta1.custom.metrics.k8s.io"],
+    "nfd": [
+        "CustomResourceDefinition nodefeatures.nfd.k8s-sigs.io",
+        "Deployment kube-system/node-feature-discovery-master",
+    ],
+    "tas": [
+        "CustomResourceDefinition taspolicies.telemetry.intel.com",
+        "Deployment kube-system/tas-telemetry-aware-scheduling",
+        "Service kube-system/telemetry-aware-scheduling",
+    ],
+}
+
+
+@pytest.mark.parametrize("choice", c.CHOICES)
+@pytest.mark.parametrize("component", sorted(CASES))
+def test_nothing_there_deploys(component, choice):
+    expected, _ours, _theirs = CASES[component]
+    assert c.decide(component, choice, [], expected) == {"action": "deploy", "message": "", "objects": []}
+
+
+@pytest.mark.parametrize("choice", c.CHOICES)
+@pytest.mark.parametrize("component", sorted(CASES))
+def test_ours_there_deploys(component, choice):
+    expected, ours, _theirs = CASES[component]
+    assert c.decide(component, choice, ours, expected) == {"action": "deploy", "message": "", "objects": []}
+
+
+@pytest.mark.parametrize("component", sorted(CASES))
+def test_theirs_there_fail(component):
+    expected, _ours, theirs = CASES[component]
+    assert c.decide(component, "fail", theirs, expected) == {
+        "action": "fail",
+        "message": FAIL[component],
+        "objects": OBJECTS[component],
+    }
+
+
+@pytest.mark.parametrize("component", sorted(CASES))
+def test_theirs_there_adopt(component):
+    expected, _ours, theirs = CASES[component]
+    assert c.decide(component, "adopt", theirs, expected) == {
+        "action": "adopt",
+        "message": ADOPT[component],
+        "objects": OBJECTS[component],
+    }
+
+
+@pytest.mark.parametrize("component", sorted(CASES))
+def test_theirs_next_to_ours_is_still_theirs(component):
+    expected, ours, theirs = CASES[component]
+    decision = c.decide(component, "fail", ours + theirs, expected)
+    assert decision["action"] == "fail" and decision["objects"] == OBJECTS[component]
+
+
+def test_our_label_with_another_selector_is_in_the_way():
+    expected, ours, _theirs = CASES["collectd"]
+    old = json.loads(json.dumps(ours[0]))
+    old["spec"]["selector"]["matchLabels"] = {"app": "collectd"}
+    decision = c.decide("collectd", "fail", [old], expected)
+    assert decision["action"] == "fail"
+    assert (
+        "DaemonSet monitoring/collectd: its selector app=collectd is not ours (app.kubernetes.io/name=collectd, app.kubernetes.io/part-of=poweraware); a DaemonSet's selector cannot be changed"
+        in decision["message"]
+    )
+
+
+def test_our_apiservice_pointing_elsewhere_is_in_the_way():
+    expected, ours, _theirs = CASES["prometheus_adapter"]
+    moved = json.loads(json.dumps(ours[0]))
+    moved["spec"]["service"] = {"namespace": "monitoring", "name": "prometheus-adapter"}
+    assert c.decide("prometheus_adapter", "adopt", [moved], expected)["action"] == "adopt"
+    local = json.loads(json.dumps(ours[0]))
+    local["spec"] = {}
+    assert (
+        "it points at Service none (local), not ours (custom-metrics/prometheus-adapter)"
+        in c.decide("prometheus_adapter", "fail", [local], expected)["message"]
+    )
+
+
+def test_managed_by_without_anything():
+    assert c.managed_by({"kind": "Service", "metadata": {"name": "x"}}) == "unknown manager"
+    assert c.object_name({"kind": "Service", "metadata": {"name": "x", "namespace": "n"}}) == "Service n/x"
+    assert c.object_name({"metadata": {}}) == "object ?"
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: c.decide("collectd", "ignore", []), "collectd_existing must be one of fail|adopt, got 'ignore'"),
+        (
+            lambda: c.decide("prometheus", "fail", []),
+            "unknown component 'prometheus'; known: collectd, nfd, prometheus_adapter, tas",
+        ),
+        (lambda: c.decide("tas", "fail", ["x"]), "objects must be Kubernetes objects (dicts), got 'x'"),
+        (
+            lambda: c.extender_coexistence("keep", "", "", "", []),
+            "scheduler_extender_existing must be one of fail|adopt, got 'keep'",
+        ),
+        (
+            lambda: c.extender_coexistence("fail", "", "", "", "x"),
+            "extenders must be a list of the module's extender definitions",
+        ),
+    ],
+)
+def test_bad_arguments(call, message):
+    with pytest.raises(c.CoexistenceError) as info:
+        call()
+    assert str(info.value) == message
+
+
+# --- kube-scheduler ------------------------------------------------------------------------------
+MANIFEST_PATH = "/etc/kubernetes/manifests/kube-scheduler.yaml"
+BMRA_CONFIG_PATH = "/etc/kubernetes/kubescheduler-config.yaml"
+BMRA_URL = "https://telemetry-aware-scheduling.kube-system.svc.cluster.local:9001"
+OUR_URL = "https://tas-service.telemetry-aware-scheduling.svc.cluster.local:9001"
+
+
+def manifest(flags=(), args=None, record=None):
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "kube-scheduler", "namespace": "kube-system"},
+        "spec": {
+            "containers": [
+                {
+                    "name": "kube-scheduler",
+                    "command": ["kube-scheduler", "--kubeconfig=/etc/kubernetes/scheduler.conf", *flags],
+                }
+            ]
+        },
+    }
+    if args is not None:
+        doc["spec"]["containers"][0]["args"] = args
+    if record is not None:
+        doc["metadata"]["annotations"] = {"poweraware.k8s/scheduler-extender": json.dumps(record)}
+    return json.dumps(doc)
+
+
+# As BMRA's create-scheduler-config.yml leaves kubespray's file (blockinfile, TLS on).
+BMRA_CONFIG = f"""apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: /etc/kubernetes/scheduler.conf
+# BEGIN ANSIBLE MANAGED BLOCK
+extenders:
+  - urlPrefix: "{BMRA_URL}"
+    prioritizeVerb: "scheduler/prioritize"
+    filterVerb: "scheduler/filter"
+    weight: 1
+    enableHTTPS: true
+    managedResources:
+      - name: "telemetry/scheduling"
+        ignoredByScheduler: true
+    ignorable: true
+    tlsConfig:
+      insecure: false
+      certFile: "/host/certs/tas/tls-extender-client.pem"
+      keyFile: "/host/certs/tas/tls-extender-client-key.pem"
+# END ANSIBLE MANAGED BLOCK
+"""
+OUR_TAS = {
+    "url_prefix": OUR_URL,
+    "filter_verb": "scheduler/filter",
+    "managed_resources": [{"name": "telemetry/scheduling", "ignored_by_scheduler": True}],
+}
+OTHER = {
+    "url_prefix": "https://power.example.svc:9443",
+    "filter_verb": "filter",
+    "managed_resources": [{"name": "example.com/power"}],
+}
+BMRA_MANIFEST = manifest([f"--config={BMRA_CONFIG_PATH}"])
+
+SCHED_FAIL = (
+    f"scheduler_extender: kube-scheduler ({MANIFEST_PATH}) already loads an extender that is not ours: our extender {OUR_URL}: "
+    f"the existing extenders[0] (urlPrefix {BMRA_URL}) in {BMRA_CONFIG_PATH} manages telemetry/scheduling, not added by poweraware.k8s; "
+    "kube-scheduler refuses a resource managed by two extenders. Nothing was changed. Set scheduler_extender_existing=adopt to keep "
+    "the existing extender and not add ours, or remove it first (scheduler_extender_existing=fail, the default, stops here)."
+)
+SCHED_KEPT = f"extenders[0] (urlPrefix {BMRA_URL}) in {BMRA_CONFIG_PATH} manages telemetry/scheduling"
+SCHED_ADOPT = (
+    f"scheduler_extender: keeping the existing {SCHED_KEPT} (scheduler_extender_existing=adopt): our extender {OUR_URL} is not added; "
+    "nothing else to register, kube-scheduler is left as it is."
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (BMRA_MANIFEST, {"path": BMRA_CONFIG_PATH, "flag": "--config"}),
+        (manifest(["--config", "/etc/a.yaml"]), {"path": "/etc/a.yaml", "flag": "--config"}),
+        (manifest(args=["--policy-config-file=/etc/p.json"]), {"path": "/etc/p.json", "flag": "--policy-config-file"}),
+        (manifest(), {"path": "", "flag": ""}),
+        ("", {"path": "", "flag": ""}),
+        ("{not yaml", {"path": "", "flag": ""}),
+        ("[1, 2]", {"path": "", "flag": ""}),
+        (json.dumps({"kind": "Pod", "spec": {"containers": [{"name": "a"}, {"name": "b"}]}}), {"path": "", "flag": ""}),
+    ],
+)
+def test_scheduler_config_path(text, expected):
+    assert c.scheduler_config_path(text) == expected
+
+
+@pytest.mark.parametrize("choice", c.CHOICES)
+def test_scheduler_nothing_there_registers(choice):
+    for text, config in (
+        (manifest(), ""),
+        (BMRA_MANIFEST, "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"),
+    ):
+        decision = c.extender_coexistence(choice, text, config, BMRA_CONFIG_PATH, [OUR_TAS], MANIFEST_PATH)
+        assert decision == {"action": "register", "extenders": [OUR_TAS], "message": "", "kept": []}
+
+
+@pytest.mark.parametrize("choice", c.CHOICES)
+def test_scheduler_ours_there_registers(choice):
+    ours = manifest([f"--config={BMRA_CONFIG_PATH}"], record={"v": 1, "extenders": [OUR_URL + "/"]})
+    config = f"extenders:\n  - urlPrefix: {OUR_URL}\n    managedResources: [{{name: telemetry/scheduling}}]\n"
+    decision = c.extender_coexistence(choice, ours, config, BMRA_CONFIG_PATH, [OUR_TAS], MANIFEST_PATH)
+    assert decision == {"action": "register", "extenders": [OUR_TAS], "message": "", "kept": []}
+
+
+def test_scheduler_bmra_extender_fail():
+    decision = c.extender_coexistence("fail", BMRA_MANIFEST, BMRA_CONFIG, BMRA_CONFIG_PATH, [OUR_TAS], MANIFEST_PATH)
+    assert decision == {"action": "fail", "extenders": [], "message": SCHED_FAIL, "kept": [SCHED_KEPT]}
+
+
+def test_scheduler_bmra_extender_adopt():
+    decision = c.extender_coexistence("adopt", BMRA_MANIFEST, BMRA_CONFIG, BMRA_CONFIG_PATH, [OUR_TAS], MANIFEST_PATH)
+    assert decision == {"action": "adopt", "extenders": [], "message": SCHED_ADOPT, "kept": [SCHED_KEPT]}
+
+
+def test_scheduler_adopt_keeps_our_other_extenders():
+    decision = c.extender_coexistence(
+        "adopt", BMRA_MANIFEST, BMRA_CONFIG, BMRA_CONFIG_PATH, [OUR_TAS, OTHER], MANIFEST_PATH
+    )
+    assert decision["extenders"] == [OTHER]
+    assert decision["message"] == (
+        f"scheduler_extender: keeping the existing {SCHED_KEPT} (scheduler_extender_existing=adopt): our extender {OUR_URL} is not added."
+    )
+
+
+def test_scheduler_same_url_is_in_the_way():
+    config = f"extenders:\n  - urlPrefix: {OUR_URL}/\n    filterVerb: filter\n"
+    decision = c.extender_coexistence("fail", BMRA_MANIFEST, config, BMRA_CONFIG_PATH, [OUR_TAS])
+    assert decision["kept"] == [f"extenders[0] (urlPrefix {OUR_URL}/) in {BMRA_CONFIG_PATH} has the same urlPrefix"]
+    assert decision["message"].startswith(
+        "scheduler_extender: kube-scheduler already loads an extender that is not ours: our extender "
+    )
+
+
+def test_scheduler_legacy_policy_and_unrelated_extenders():
+    policy = json.dumps(
+        {
+            "kind": "Policy",
+            "apiVersion": "v1",
+            "extenders": [{"urlPrefix": BMRA_URL, "managedResources": [{"name": "telemetry/scheduling"}]}, "junk"],
+        }
+    )
+    decision = c.extender_coexistence(
+        "fail", manifest(["--policy-config-file=/etc/p.json"]), policy, "/etc/p.json", [OUR_TAS]
+    )
+    assert decision["action"] == "fail" and decision["kept"] == [
+        f"extenders[0] (urlPrefix {BMRA_URL}) in /etc/p.json manages telemetry/scheduling"
+    ]
+    gas = "extenders:\n  - urlPrefix: https://gpu-aware-scheduling.kube-system.svc.cluster.local:9001\n    managedResources: [{name: gpu.intel.com/i915}]\n"
+    assert c.extender_coexistence("fail", BMRA_MANIFEST, gas, BMRA_CONFIG_PATH, [OUR_TAS])["action"] == "register"
+    assert c.extender_coexistence("fail", BMRA_MANIFEST, "{broken", "", [OUR_TAS])["action"] == "register"
+    no_url = "extenders:\n  - managedResources: [{name: telemetry/scheduling}]\n"
+    kept = c.extender_coexistence("adopt", BMRA_MANIFEST, no_url, "", [OUR_TAS])["kept"]
+    assert kept == ["extenders[0] (urlPrefix (none)) in the scheduler configuration manages telemetry/scheduling"]
+
+
+# --- the filters ---------------------------------------------------------------------------------
+FILTERS = FilterModule().filters()
+
+
+def test_filters_are_registered():
+    assert set(FILTERS) == {"coexistence", "scheduler_config_path", "scheduler_extender_coexistence"}
+
+
+def test_filters_return_the_decisions():
+    expected, _ours, theirs = CASES["collectd"]
+    assert FILTERS["coexistence"](theirs, "collectd", "adopt", expected)["message"] == ADOPT["collectd"]
+    assert FILTERS["coexistence"](None, "tas")["action"] == "deploy"
+    assert FILTERS["scheduler_config_path"](BMRA_MANIFEST)["path"] == BMRA_CONFIG_PATH
+    assert FILTERS["scheduler_config_path"](None)["path"] == ""
+    decision = FILTERS["scheduler_extender_coexistence"](
+        [OUR_TAS], "fail", BMRA_MANIFEST, BMRA_CONFIG, BMRA_CONFIG_PATH, MANIFEST_PATH
+    )
+    assert decision["message"] == SCHED_FAIL
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda: FILTERS["coexistence"]([], "collectd", "yes"),
+            "coexistence: collectd_existing must be one of fail|adopt, got 'yes'",
+        ),
+        (lambda: FILTERS["scheduler_config_path"](5), "scheduler_config_path: the manifest must be text"),
+        (
+            lambda: FILTERS["scheduler_extender_coexistence"]([], "fail", b"x"),
+            "scheduler_extender_coexistence: manifest_text must be text",
+        ),
+        (
+            lambda: FILTERS["scheduler_extender_coexistence"]([], "no"),
+            "scheduler_extender_coexistence: scheduler_extender_existing must be one of fail|adopt, got 'no'",
+        ),
+    ],
+)
+def test_filter_errors(call, message):
+    with pytest.raises(AnsibleFilterError) as info:
+        call()
+    assert str(info.value) == message
