@@ -263,7 +263,7 @@ def run_draw(
                                 chart_runs[reg][name] = alone
                     if result.random_ties == 0:  # no decision used the generator: every seed replays the same
                         for runs_of in got.values():
-                            for _ in range(1, args.tie_seeds):
+                            for _seed in range(1, args.tie_seeds):
                                 runs_of.energy_j.append(runs_of.energy_j[0])
                                 runs_of.rejected.append(runs_of.rejected[0])
                                 runs_of.delayed.append(runs_of.delayed[0])

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """``systemctl`` for a lab node: the service manager these machines lack.
 
 A lab node has no systemd as PID 1 (it is a mount namespace of one machine), so Debian's
@@ -54,7 +53,7 @@ def parse_unit(path):
             current = sections.setdefault(line[1:-1], {})
             continue
         if current is not None and "=" in line:
-            key, _, value = line.partition("=")
+            key, _sep, value = line.partition("=")
             current.setdefault(key.strip(), []).append(value.strip())
     return sections
 

@@ -185,7 +185,8 @@ class NodeHosts:
             shutil.copyfile(LAB_DIR / source, lib / target)
         sbin = disk / "usr" / "local" / "sbin"
         sbin.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(LAB_DIR / "node_systemctl.py", sbin / "systemctl")
+        # Installed as an executable for the node's own interpreter (the source has no shebang).
+        (sbin / "systemctl").write_text("#!/usr/bin/python3\n" + (LAB_DIR / "node_systemctl.py").read_text())
         os.chmod(sbin / "systemctl", 0o755)  # noqa: S103 - an executable in /usr/local/sbin
 
     def power_on_kernel(self, name: str) -> None:

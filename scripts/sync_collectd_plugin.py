@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Copy the shared zone discovery (plugins/module_utils/_power_zones.py) into the collectd plugin.
 
 collectd's python plugin loads roles/collectd/files/rapl_power.py as one file from the directory

@@ -23,7 +23,7 @@ __metaclass__ = type
 
 import json
 
-import yaml
+from ansible.module_utils.common.yaml import HAS_YAML, yaml_load
 
 CHOICES = ("fail", "adopt")
 OUR_MANAGER_LABEL = "app.kubernetes.io/managed-by"
@@ -192,9 +192,12 @@ def decide(component, choice, objects, expected=None):
 def _load(text):
     if not text or not isinstance(text, str):
         return None
+    if not HAS_YAML:  # the filters run on the controller, which always has PyYAML
+        return None
+    # Any parse error means "not a configuration we can read".
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
+        return yaml_load(text)
+    except Exception:  # pylint: disable=broad-except
         return None
 
 

@@ -158,7 +158,7 @@ def discover_hwmon_sensors(fs, hwmon_dir):
         for attr in HWMON_PLATFORM_ATTRS:
             if attr not in files:
                 continue
-            label = _hwmon_label(fs, path, attr.split("_")[0])
+            label = _hwmon_label(fs, path, attr.split("_", maxsplit=1)[0])
             if not PLATFORM_CPU_LABEL.match(label):
                 continue
             sensors.append(

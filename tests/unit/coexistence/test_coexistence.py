@@ -142,16 +142,69 @@ CASES = {
 }
 
 FAIL = {
-    "collectd": "collectd: collectd is already installed by someone else: DaemonSet monitoring/collectd: not managed by poweraware.k8s (field managers kubectl-client-side-apply); its selector app=collectd is not ours (app.kubernetes.io/name=collectd, app.kubernetes.io/part-of=poweraware); a DaemonSet's selector cannot be changed, so ours cannot be applied over it. Nothing was changed. Set collectd_existing=adopt to use the existing installation instead of deploying ours, or remove it first (collectd_existing=fail, the default, stops here).",
-    "prometheus_adapter": "prometheus_adapter: the custom metrics API (custom.metrics.k8s.io) is already installed by someone else: APIService v1beta1.custom.metrics.k8s.io: not managed by poweraware.k8s (field managers kubectl-client-side-apply); it points at Service monitoring/prometheus-adapter, not ours (custom-metrics/prometheus-adapter); there is one APIService per API group version, so applying ours would take it over (server-side apply conflict). Nothing was changed. Set prometheus_adapter_existing=adopt to use the existing installation instead of deploying ours, or remove it first (prometheus_adapter_existing=fail, the default, stops here).",
-    "nfd": "nfd: Node Feature Discovery is already installed by someone else: CustomResourceDefinition nodefeatures.nfd.k8s-sigs.io: not managed by poweraware.k8s (field managers helm); applying ours would replace its schema under the installation that uses it; Deployment kube-system/node-feature-discovery-master: not managed by poweraware.k8s (app.kubernetes.io/managed-by=Helm (release node-feature-discovery); field managers helm); two installations would act on the same objects. Nothing was changed. Set nfd_existing=adopt to use the existing installation instead of deploying ours, or remove it first (nfd_existing=fail, the default, stops here).",
-    "tas": "tas: Telemetry Aware Scheduling is already installed by someone else: CustomResourceDefinition taspolicies.telemetry.intel.com: not managed by poweraware.k8s (field managers helm); applying ours would replace its schema under the installation that uses it; Deployment kube-system/tas-telemetry-aware-scheduling: not managed by poweraware.k8s (app.kubernetes.io/managed-by=Helm (release tas); field managers helm); two installations would act on the same objects; Service kube-system/telemetry-aware-scheduling: not managed by poweraware.k8s (app.kubernetes.io/managed-by=Helm (release tas); field managers helm); applying ours would take it over. Nothing was changed. Set tas_existing=adopt to use the existing installation instead of deploying ours, or remove it first (tas_existing=fail, the default, stops here).",
+    "collectd": (
+        "collectd: collectd is already installed by someone else: DaemonSet monitoring/collectd: not "
+        "managed by poweraware.k8s (field managers kubectl-client-side-apply); its selector app=collectd "
+        "is not ours (app.kubernetes.io/name=collectd, app.kubernetes.io/part-of=poweraware); a DaemonSet's "
+        "selector cannot be changed, so ours cannot be applied over it. Nothing was changed. Set collectd_existing=adopt "
+        "to use the existing installation instead of deploying ours, or remove it first (collectd_existing=fail, "
+        "the default, stops here)."
+    ),
+    "prometheus_adapter": (
+        "prometheus_adapter: the custom metrics API (custom.metrics.k8s.io) is already installed by "
+        "someone else: APIService v1beta1.custom.metrics.k8s.io: not managed by poweraware.k8s (field "
+        "managers kubectl-client-side-apply); it points at Service monitoring/prometheus-adapter, not "
+        "ours (custom-metrics/prometheus-adapter); there is one APIService per API group version, so "
+        "applying ours would take it over (server-side apply conflict). Nothing was changed. Set prometheus_adapter_existing=adopt "
+        "to use the existing installation instead of deploying ours, or remove it first (prometheus_adapter_existing=fail, "
+        "the default, stops here)."
+    ),
+    "nfd": (
+        "nfd: Node Feature Discovery is already installed by someone else: CustomResourceDefinition "
+        "nodefeatures.nfd.k8s-sigs.io: not managed by poweraware.k8s (field managers helm); applying "
+        "ours would replace its schema under the installation that uses it; Deployment kube-system/node-feature-discovery-master: "
+        "not managed by poweraware.k8s (app.kubernetes.io/managed-by=Helm (release node-feature-discovery); "
+        "field managers helm); two installations would act on the same objects. Nothing was changed. "
+        "Set nfd_existing=adopt to use the existing installation instead of deploying ours, or remove "
+        "it first (nfd_existing=fail, the default, stops here)."
+    ),
+    "tas": (
+        "tas: Telemetry Aware Scheduling is already installed by someone else: CustomResourceDefinition "
+        "taspolicies.telemetry.intel.com: not managed by poweraware.k8s (field managers helm); applying "
+        "ours would replace its schema under the installation that uses it; Deployment kube-system/tas-telemetry-aware-scheduling: "
+        "not managed by poweraware.k8s (app.kubernetes.io/managed-by=Helm (release tas); field managers "
+        "helm); two installations would act on the same objects; Service kube-system/telemetry-aware-scheduling: "
+        "not managed by poweraware.k8s (app.kubernetes.io/managed-by=Helm (release tas); field managers "
+        "helm); applying ours would take it over. Nothing was changed. Set tas_existing=adopt to use "
+        "the existing installation instead of deploying ours, or remove it first (tas_existing=fail, "
+        "the default, stops here)."
+    ),
 }
 ADOPT = {
-    "collectd": "collectd: using the existing DaemonSet monitoring/collectd (collectd_existing=adopt): our collectd DaemonSet, ConfigMap, ServiceAccount and Service are not applied and its wait is skipped (managed by: field managers kubectl-client-side-apply).",
-    "prometheus_adapter": "prometheus_adapter: using the existing APIService v1beta1.custom.metrics.k8s.io (prometheus_adapter_existing=adopt): our Prometheus Adapter, its certificates and its APIService are not applied and its waits are skipped (managed by: field managers kubectl-client-side-apply).",
-    "nfd": "nfd: using the existing CustomResourceDefinition nodefeatures.nfd.k8s-sigs.io, Deployment kube-system/node-feature-discovery-master (nfd_existing=adopt): our NFD CRDs, nfd-master, nfd-worker and power NodeFeatureRule are not applied and its waits are skipped (managed by: app.kubernetes.io/managed-by=Helm (release node-feature-discovery); field managers helm | field managers helm).",
-    "tas": "tas: using the existing CustomResourceDefinition taspolicies.telemetry.intel.com, Deployment kube-system/tas-telemetry-aware-scheduling, Service kube-system/telemetry-aware-scheduling (tas_existing=adopt): our TAS certificates, TASPolicy CRD, Deployment and Service are not applied and its wait is skipped (managed by: app.kubernetes.io/managed-by=Helm (release tas); field managers helm | field managers helm).",
+    "collectd": (
+        "collectd: using the existing DaemonSet monitoring/collectd (collectd_existing=adopt): our "
+        "collectd DaemonSet, ConfigMap, ServiceAccount and Service are not applied and its wait is "
+        "skipped (managed by: field managers kubectl-client-side-apply)."
+    ),
+    "prometheus_adapter": (
+        "prometheus_adapter: using the existing APIService v1beta1.custom.metrics.k8s.io (prometheus_adapter_existing=adopt): "
+        "our Prometheus Adapter, its certificates and its APIService are not applied and its waits "
+        "are skipped (managed by: field managers kubectl-client-side-apply)."
+    ),
+    "nfd": (
+        "nfd: using the existing CustomResourceDefinition nodefeatures.nfd.k8s-sigs.io, Deployment "
+        "kube-system/node-feature-discovery-master (nfd_existing=adopt): our NFD CRDs, nfd-master, "
+        "nfd-worker and power NodeFeatureRule are not applied and its waits are skipped (managed by: "
+        "app.kubernetes.io/managed-by=Helm (release node-feature-discovery); field managers helm | "
+        "field managers helm)."
+    ),
+    "tas": (
+        "tas: using the existing CustomResourceDefinition taspolicies.telemetry.intel.com, Deployment "
+        "kube-system/tas-telemetry-aware-scheduling, Service kube-system/telemetry-aware-scheduling "
+        "(tas_existing=adopt): our TAS certificates, TASPolicy CRD, Deployment and Service are not "
+        "applied and its wait is skipped (managed by: app.kubernetes.io/managed-by=Helm (release tas); "
+        "field managers helm | field managers helm)."
+    ),
 }
 OBJECTS = {
     "collectd": ["DaemonSet monitoring/collectd"],
@@ -216,9 +269,9 @@ def test_our_label_with_another_selector_is_in_the_way():
     decision = c.decide("collectd", "fail", [old], expected)
     assert decision["action"] == "fail"
     assert (
-        "DaemonSet monitoring/collectd: its selector app=collectd is not ours (app.kubernetes.io/name=collectd, app.kubernetes.io/part-of=poweraware); a DaemonSet's selector cannot be changed"
-        in decision["message"]
-    )
+        "DaemonSet monitoring/collectd: its selector app=collectd is not ours (app.kubernetes.io/name=collectd, "
+        "app.kubernetes.io/part-of=poweraware); a DaemonSet's selector cannot be changed"
+    ) in decision["message"]
 
 
 def test_our_apiservice_pointing_elsewhere_is_in_the_way():

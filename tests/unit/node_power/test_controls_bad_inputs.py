@@ -17,7 +17,10 @@ CATALOGUE = [
         "intel_idle_uncore",
         {"cpus": "all"},
         {"cstates": {"disabel": ["C6"]}},
-        "cstates has unknown key(s) disabel; allowed: disable, enable, max_latency_us; cstates is empty: give disable (state names), enable (state names) and/or max_latency_us",
+        (
+            "cstates has unknown key(s) disabel; allowed: disable, enable, max_latency_us; cstates is empty: "
+            "give disable (state names), enable (state names) and/or max_latency_us"
+        ),
     ),
     (
         "cstates-not-a-list",
@@ -59,7 +62,10 @@ CATALOGUE = [
         "intel_idle_uncore",
         {"cpus": "all"},
         {"cstates": {"max_latency_us": -1}},
-        "cstates.max_latency_us=-1 is not a latency: give a whole number of microseconds >= 0 (states with a larger exit latency are disabled; state0 never is)",
+        (
+            "cstates.max_latency_us=-1 is not a latency: give a whole number of microseconds >= 0 (states "
+            "with a larger exit latency are disabled; state0 never is)"
+        ),
     ),
     (
         "cstates-cpu-not-present",
@@ -87,14 +93,20 @@ CATALOGUE = [
         "powercap_locked",
         {"cpus": "all"},
         {"uncore": {"max_khz": 2450000}},
-        "uncore.max_khz=2450000 is not a multiple of 100000 kHz: the uncore ratio is set in 100 MHz steps and the kernel truncates it to 2400000; use 2400000 or 2500000",
+        (
+            "uncore.max_khz=2450000 is not a multiple of 100000 kHz: the uncore ratio is set in 100 MHz "
+            "steps and the kernel truncates it to 2400000; use 2400000 or 2500000"
+        ),
     ),
     (
         "uncore-outside-initial",
         "powercap_locked",
         {"cpus": "all"},
         {"uncore": {"max_khz": 3000000}},
-        "uncore.max_khz=3000000 is outside package_00_die_00's limits 800000-2400000 kHz (initial_min_freq_khz/initial_max_freq_khz); use a value in that range or max_pct",
+        (
+            "uncore.max_khz=3000000 is outside package_00_die_00's limits 800000-2400000 kHz (initial_min_freq_khz/initial_max_freq_khz); "
+            "use a value in that range or max_pct"
+        ),
     ),
     (
         "uncore-min-above-max",
@@ -115,7 +127,10 @@ CATALOGUE = [
         "powercap_locked",
         {"cpus": "all"},
         {"power_cap": {"watts": 400}},
-        "power_cap.watts=400 is above intel-rapl:0 (package-0)'s long_term max_power_uw 125 W (constraint_0_max_power_uw): the kernel would accept it but the hardware would never reach it; use at most 125",
+        (
+            "power_cap.watts=400 is above intel-rapl:0 (package-0)'s long_term max_power_uw 125 W (constraint_0_max_power_uw): "
+            "the kernel would accept it but the hardware would never reach it; use at most 125"
+        ),
     ),
     (
         "power-cap-zero",
@@ -136,7 +151,11 @@ CATALOGUE = [
         "powercap_locked",
         {"cpus": "all"},
         {"power_cap": {"watts": 100, "time_window_us": 50000000}},
-        "power_cap.time_window_us=50000000 is outside intel-rapl:0 (package-0)'s long_term range 976-40000000 us (constraint_0_min_time_window_us/constraint_0_max_time_window_us); use a value in that range",
+        (
+            "power_cap.time_window_us=50000000 is outside intel-rapl:0 (package-0)'s long_term range 976-40000000 "
+            "us (constraint_0_min_time_window_us/constraint_0_max_time_window_us); use a value in that "
+            "range"
+        ),
     ),
     (
         "power-cap-unknown-constraint",
@@ -157,7 +176,15 @@ CATALOGUE = [
         "powercap_locked",
         {"cpus": "all", "max_mhz": 4500},
         {"cstates": {"disable": ["C9"]}, "uncore": {"max_pct": 150}, "power_cap": {"watts": 400}},
-        "max_mhz=4500 MHz is outside CPU 0's limits 800-3900 MHz (policy0, cpuinfo_min_freq/cpuinfo_max_freq); use a value in that range or 'min'/'max'; cstates.disable names C9, which no managed CPU has (driver intel_idle; states: POLL C1 C1E C6); use one of those names; uncore.max_pct=150 is not a percentage: give a whole number 0-100 (0 = initial_min_freq_khz, 100 = initial_max_freq_khz of each domain); power_cap.watts=400 is above intel-rapl:0 (package-0)'s long_term max_power_uw 125 W (constraint_0_max_power_uw): the kernel would accept it but the hardware would never reach it; use at most 125",
+        (
+            "max_mhz=4500 MHz is outside CPU 0's limits 800-3900 MHz (policy0, cpuinfo_min_freq/cpuinfo_max_freq); "
+            "use a value in that range or 'min'/'max'; cstates.disable names C9, which no managed CPU has "
+            "(driver intel_idle; states: POLL C1 C1E C6); use one of those names; uncore.max_pct=150 is "
+            "not a percentage: give a whole number 0-100 (0 = initial_min_freq_khz, 100 = initial_max_freq_khz "
+            "of each domain); power_cap.watts=400 is above intel-rapl:0 (package-0)'s long_term max_power_uw "
+            "125 W (constraint_0_max_power_uw): the kernel would accept it but the hardware would never "
+            "reach it; use at most 125"
+        ),
     ),
     (
         "nothing-to-apply",

@@ -73,7 +73,7 @@ def test_ties_fall_to_the_name_whatever_the_input_order():
     nodes += [node(f"m{i}", line(100.0, 200.0), requested=1000) for i in range(3)]
     expected = ["m0", "m1", "m2", "n0", "n1", "n2", "n3", "n4", "n5"]
     rng = random.Random(3)
-    for _ in range(20):
+    for _round in range(20):
         rng.shuffle(nodes)
         assert names(rank_nodes(nodes, 500)) == expected
 
@@ -98,7 +98,7 @@ def test_cpu_allocatable_below_capacity():
 def test_order_among_running_nodes_is_score_nodes_order():
     # always on, utilisation from requests: the same order as the power_score filter
     rng = random.Random(11)
-    for _ in range(30):
+    for _round in range(30):
         nodes = []
         for i in range(8):
             capacity = rng.choice([8000, 16000, 64000])

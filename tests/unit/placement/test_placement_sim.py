@@ -263,7 +263,7 @@ def test_replicate_trace_shifts_and_wraps_copies():
     # every copy keeps each pod's size and total duration, inside the window
     assert copies.start >= 0.0 and copies.end <= 100.0
     seconds = (copies.deleted - copies.created) * copies.cpu_m
-    assert seconds.sum() == pytest.approx(5 * sum((d - c) * cpu for _, cpu, c, d, _ in pods))
+    assert seconds.sum() == pytest.approx(5 * sum((d - c) * cpu for _pod, cpu, c, d, _rest in pods))
     assert sorted(set(copies.mem_mib.tolist())) == [0, 10, 20]
     assert any(n.endswith("+") for n in copies.names)  # some copy wrapped around the end
     assert sim.peak_demand(copies) <= 5 * sim.peak_demand(trace)

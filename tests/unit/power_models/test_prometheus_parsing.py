@@ -175,3 +175,10 @@ def test_join_samples_bounds_clamping_and_counts():
     assert [s["time"] for s in samples["b"]] == [1.0, 2.0]  # sorted by time
     assert dropped == {"b": 0}
     assert prom.join_samples({}, {}) == ({}, {})
+
+
+def test_parse_matrix_names_the_result_type_it_got():
+    vector = {"status": "success", "data": {"resultType": "vector", "result": []}}
+    assert message(prom.parse_matrix, vector, "node", "q") == (
+        "q: expected a range vector (matrix), got 'vector'; the expression must return an instant vector"
+    )

@@ -23,7 +23,7 @@ SERIES = 'poweraware:node_cpu_utilisation:percent{node="n1"}'
 CURVE = (60.0, 95.0, 108.0, 119.0, 130.0, 142.0, 155.0, 170.0, 188.0, 210.0, 236.0)
 _FUNCTIONS = {
     "clamp": lambda v, lo, hi: min(max(v, lo), hi),
-    "clamp_min": lambda v, lo: max(v, lo),
+    "clamp_min": max,
     "exp": math.exp,
 }
 _BINARY = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b}

@@ -62,7 +62,10 @@ def test_known_metrics_message_lists_them_sorted():
 
 def test_stripped_prefix_is_the_one_given():
     assert tp.validate_policy(POLICY, stripped_prefix="package_") == [
-        f"{RULE}.metricname 'package_power_avg' is a Prometheus series name: the Prometheus Adapter strips 'package_', so custom.metrics.k8s.io serves it as 'power_avg'; use that name"
+        (
+            f"{RULE}.metricname 'package_power_avg' is a Prometheus series name: the Prometheus Adapter "
+            "strips 'package_', so custom.metrics.k8s.io serves it as 'power_avg'; use that name"
+        )
     ]
     assert tp.validate_policy(with_rule(metricname="node_")) == []  # the bare prefix is not a series name
 
@@ -130,13 +133,19 @@ def test_labeling_labels():
         (
             {"name": "a" * 64},
             [
-                f"metadata.name '{'a' * 64}' is longer than 63 characters: pods opt in with the label telemetry-policy=<name>, and label values are at most 63 characters"
+                (
+                    f"metadata.name '{'a' * 64}' is longer than 63 characters: pods opt in with the label telemetry-policy=<name>, "
+                    "and label values are at most 63 characters"
+                )
             ],
         ),
         (
             {"name": "a" * 253},
             [
-                f"metadata.name '{'a' * 253}' is longer than 63 characters: pods opt in with the label telemetry-policy=<name>, and label values are at most 63 characters"
+                (
+                    f"metadata.name '{'a' * 253}' is longer than 63 characters: pods opt in with the label telemetry-policy=<name>, "
+                    "and label values are at most 63 characters"
+                )
             ],
         ),
         (
@@ -276,3 +285,15 @@ def test_unknown_fields_of_any_type_are_reported_in_a_stable_order():
 def test_normalize_goes_on_after_a_strategy_without_a_rule_list():
     policy = {"spec": {"strategies": {"x": {"rules": None}, "y": "odd", "z": {"rules": [{"target": "3"}]}}}}
     assert tp.normalize_policy(policy)["spec"]["strategies"]["z"]["rules"] == [{"target": 3}]
+
+
+def test_validate_spec_defaults_to_the_node_prefix_and_sorts_unknown_keys_of_any_type():
+    spec = {"strategies": {"dontschedule": {"rules": [{"metricname": "node_x", "operator": "Equals", "target": 1}]}}}
+    assert tp.validate_spec(spec) == [
+        "spec.strategies.dontschedule.rules[0].metricname 'node_x' is a Prometheus series name: the Prometheus Adapter strips 'node_', "
+        "so custom.metrics.k8s.io serves it as 'x'; use that name"
+    ]
+    assert tp.validate_spec({"strategies": {"labeling": {}}, 3: 1, "b": 2})[:2] == [
+        "spec has unknown field 3 (allowed: strategies)",
+        "spec has unknown field 'b' (allowed: strategies)",
+    ]

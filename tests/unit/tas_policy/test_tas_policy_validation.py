@@ -119,12 +119,18 @@ def test_crd_matches_upstream_identity():
         (
             (*DONT_RULE, "metricname"),
             "package/power",
-            "spec.strategies.dontschedule.rules[0].metricname 'package/power' is not a valid metric name: the CRD allows only letters, digits, '_' and '-' (pattern ^[a-zA-Z0-9_-]+$)",
+            (
+                "spec.strategies.dontschedule.rules[0].metricname 'package/power' is not a valid metric name: "
+                "the CRD allows only letters, digits, '_' and '-' (pattern ^[a-zA-Z0-9_-]+$)"
+            ),
         ),
         (
             (*DONT_RULE, "metricname"),
             "package power",
-            "spec.strategies.dontschedule.rules[0].metricname 'package power' is not a valid metric name: the CRD allows only letters, digits, '_' and '-' (pattern ^[a-zA-Z0-9_-]+$)",
+            (
+                "spec.strategies.dontschedule.rules[0].metricname 'package power' is not a valid metric name: "
+                "the CRD allows only letters, digits, '_' and '-' (pattern ^[a-zA-Z0-9_-]+$)"
+            ),
         ),
         (
             (*DONT_RULE, "metricname"),
@@ -134,12 +140,20 @@ def test_crd_matches_upstream_identity():
         (
             (*DONT_RULE, "metricname"),
             "node_package_power_avg",
-            "spec.strategies.dontschedule.rules[0].metricname 'node_package_power_avg' is a Prometheus series name: the Prometheus Adapter strips 'node_', so custom.metrics.k8s.io serves it as 'package_power_avg'; use that name",
+            (
+                "spec.strategies.dontschedule.rules[0].metricname 'node_package_power_avg' is a Prometheus "
+                "series name: the Prometheus Adapter strips 'node_', so custom.metrics.k8s.io serves it as "
+                "'package_power_avg'; use that name"
+            ),
         ),
         (
             (*DONT_RULE, "target"),
             "60",
-            "spec.strategies.dontschedule.rules[0].target must be an integer (the CRD declares int64), got string '60', write it as a number, or pass the policy through normalize_policy (filter tas_policy_normalized)",
+            (
+                "spec.strategies.dontschedule.rules[0].target must be an integer (the CRD declares int64), "
+                "got string '60', write it as a number, or pass the policy through normalize_policy (filter "
+                "tas_policy_normalized)"
+            ),
         ),
         (
             (*DONT_RULE, "target"),
@@ -209,7 +223,10 @@ def test_crd_matches_upstream_identity():
         (
             (*SOM_RULE, "operator"),
             "Equals",
-            "spec.strategies.scheduleonmetric.rules[0].operator 'Equals' cannot rank nodes: scheduleonmetric takes LessThan (lowest first) or GreaterThan (highest first)",
+            (
+                "spec.strategies.scheduleonmetric.rules[0].operator 'Equals' cannot rank nodes: scheduleonmetric "
+                "takes LessThan (lowest first) or GreaterThan (highest first)"
+            ),
         ),
         (
             ("spec", "strategies", "scheduleonmetric", "rules", 1),
@@ -230,7 +247,11 @@ def test_crd_matches_upstream_identity():
         (
             ("metadata", "name"),
             "p" * 64,
-            "metadata.name 'pppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppp' is longer than 63 characters: pods opt in with the label telemetry-policy=<name>, and label values are at most 63 characters",
+            (
+                "metadata.name 'pppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppp' is longer "
+                "than 63 characters: pods opt in with the label telemetry-policy=<name>, and label values are "
+                "at most 63 characters"
+            ),
         ),
         (
             ("metadata", "namespace"),
@@ -401,7 +422,7 @@ def _valid_spec(draw):
     strategies = {}
     for name in names:
         count = 1 if name == "scheduleonmetric" else draw(st.integers(min_value=1, max_value=3))
-        strategy = {"rules": [draw(_valid_rule(name)) for _ in range(count)]}
+        strategy = {"rules": [draw(_valid_rule(name)) for _rule in range(count)]}
         if draw(st.booleans()):
             strategy["logicalOperator"] = draw(st.sampled_from(LOGICAL_OPERATORS))
         if draw(st.booleans()):
