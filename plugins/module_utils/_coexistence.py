@@ -194,9 +194,10 @@ def _load(text):
         return None
     if not HAS_YAML:  # the filters run on the controller, which always has PyYAML
         return None
-    # Any parse error means "not a configuration we can read".
+    # Any parse error means "not a configuration we can read". Ansible hands filters a str subclass
+    # (data tagging), which libyaml's CSafeLoader does not take for text: give it an exact str.
     try:
-        return yaml_load(text)
+        return yaml_load(text.encode("utf-8").decode("utf-8"))
     except Exception:  # pylint: disable=broad-except
         return None
 

@@ -521,3 +521,17 @@ def test_filter_errors(call, message):
     with pytest.raises(AnsibleFilterError) as info:
         call()
     assert str(info.value) == message
+
+
+def test_manifest_text_as_a_str_subclass_is_read():
+    """Ansible passes filters tagged str subclasses, which libyaml's loader refuses as text: our own
+    registration must still be recognised (it was taken for a foreign extender on every re-run)."""
+
+    class Tagged(str):
+        pass
+
+    manifest = Tagged(
+        "metadata:\n  annotations:\n"
+        "    poweraware.k8s/scheduler-extender: '{\"extenders\": [\"https://tas.example:9001\"]}'\n"
+    )
+    assert c._our_urls(manifest) == {"https://tas.example:9001"}
