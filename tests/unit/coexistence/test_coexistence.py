@@ -532,6 +532,6 @@ def test_manifest_text_as_a_str_subclass_is_read():
 
     manifest = Tagged(
         "metadata:\n  annotations:\n"
-        "    poweraware.k8s/scheduler-extender: '{\"extenders\": [\"https://tas.example:9001\"]}'\n"
+        '    poweraware.k8s/scheduler-extender: \'{"extenders": ["https://tas.example:9001"]}\'\n'
     )
     assert c._our_urls(manifest) == {"https://tas.example:9001"}
