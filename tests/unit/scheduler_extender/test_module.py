@@ -35,20 +35,6 @@ def run(args: dict, check=False, diff=False) -> dict:
     return json.loads(out.getvalue())
 
 
-@pytest.fixture
-def node(tmp_path):
-    root = tmp_path / "node"
-    manifest = root / MANIFEST.lstrip("/")
-    manifest.parent.mkdir(parents=True)
-    manifest.write_text((GOLDEN / "input/kubeadm-1.29.yaml").read_text())
-    manifest.chmod(0o600)
-    tls = root / "etc/kubernetes/pki/tas"
-    tls.mkdir(parents=True)
-    (tls / "client.crt").write_text("cert")
-    (tls / "client.key").write_text("key")
-    return root
-
-
 def snapshot(root: pathlib.Path) -> dict:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 

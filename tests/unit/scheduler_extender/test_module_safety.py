@@ -7,7 +7,6 @@ import os
 import pathlib
 import sys
 
-import pytest
 import yaml
 from ansible_collections.poweraware.k8s.plugins.module_utils import _node_files
 from ansible_collections.poweraware.k8s.plugins.modules import kube_scheduler_extender
@@ -15,22 +14,6 @@ from ansible_collections.poweraware.k8s.plugins.modules import kube_scheduler_ex
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from cases import GOLDEN, TAS_EXTENDER  # noqa: E402
 from test_module import BACKUPS, CONFIG, MANIFEST, args, run, snapshot  # noqa: E402
-
-
-@pytest.fixture(name="node")
-def node_tree(tmp_path):
-    """The node tree of test_module: kubeadm 1.29 manifest and TAS client files under tmp_path."""
-    root = tmp_path / "node"
-    manifest = root / MANIFEST.lstrip("/")
-    manifest.parent.mkdir(parents=True)
-    manifest.write_text((GOLDEN / "input/kubeadm-1.29.yaml").read_text())
-    manifest.chmod(0o600)
-    tls = root / "etc/kubernetes/pki/tas"
-    tls.mkdir(parents=True)
-    (tls / "client.crt").write_text("cert")
-    (tls / "client.key").write_text("key")
-    return root
-
 
 USER_CONFIG = "etc/kubernetes/scheduler-config.yaml"
 BMRA_TAS = """\
