@@ -67,7 +67,7 @@ unit: venv
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
 integration: venv system-deps
-	$(BIN)/python -m pytest tests/integration $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/integration --durations=25 $(PYTEST_ARGS)
 
 test: lint sanity unit integration
 

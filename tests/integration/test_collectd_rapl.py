@@ -31,6 +31,7 @@ import pytest
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 PLUGIN = REPO_ROOT / "roles" / "collectd" / "files" / "rapl_power.py"
+POWER_ZONES = REPO_ROOT / "plugins" / "module_utils" / "_power_zones.py"
 CONF_TEMPLATE = REPO_ROOT / "roles" / "collectd" / "templates" / "collectd.conf.j2"
 COLLECTD = shutil.which("collectd") or "/usr/sbin/collectd"
 TYPES_DB = "/usr/share/collectd/types.db"
@@ -157,6 +158,7 @@ def collectd_run():
         plugin_dir = work / "plugins"
         plugin_dir.mkdir()
         shutil.copy(PLUGIN, plugin_dir / "rapl_power.py")
+        shutil.copy(POWER_ZONES, plugin_dir / "_power_zones.py")  # beside the plugin, as the role's ConfigMap has it
         base = work / "base"
         base.mkdir()
         port = _free_port()

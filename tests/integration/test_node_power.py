@@ -1,4 +1,4 @@
-"""cpu_power and appqos_certs converge over SSH on node hosts with seven kernel flavours.
+"""cpu_power and appqos_certs converge over SSH on node hosts with eight kernel flavours.
 
 Each driver scenario of lab/fake_sysfs.py is a node host of its own (lab/nodes.py: a mount and UTS
 namespace with its own address in 127.0.2.0/24, sshd, a sudo login, kubeadm's kubelet configuration
@@ -33,6 +33,8 @@ HOSTS = {
     "np-hybrid": ("hybrid", None),
     "np-offline": ("offline_cpus", None),
     "np-none": ("no_cpufreq", None),
+    # C-states (intel_idle), legacy uncore directories and RAPL package limits: the other controls
+    "np-idle": ("intel_idle_uncore", None),
 }
 CERT_FILES = ("ca", "appqos", "client")
 # What the roles write on a node (its disk, as this machine sees it), besides the kernel.
@@ -306,6 +308,96 @@ def test_boot_unit_reapplies_after_reboot(lab):
     # originals were recorded once and are not overwritten by the boot run
     assert (lab.disk(host) / "var/lib/poweraware/cpu_power_state.json").read_text() == state_before
     assert lab.run(limit=host).changed == 0
+
+
+# The profiles of the lab's pools with idle states added, a node uncore range and a package power cap
+# (intel_idle_uncore: 8 CPUs on 2 packages, states POLL/C1/C1E/C6 with exit latencies 0/2/10/133 us,
+# uncore 800-2400 MHz per package, RAPL long_term max 125 W, time window 976 us-40 s).
+OTHER_CONTROLS = {
+    "cpu_power_profiles": {
+        "performance": {
+            "epp": "performance", "governor": "powersave", "max_pct": 100, "min_pct": 85,
+            "cstates": {"max_latency_us": 20},
+        },
+        "shared": {
+            "epp": "power", "governor": "powersave", "max_pct": 40, "min_pct": 0,
+            "cstates": {"disable": ["C6", "C1E"]},
+        },
+    },
+    "cpu_power_uncore": {"min_pct": 0, "max_pct": 50},
+    "cpu_power_power_cap": {"watts": 100, "time_window_us": 1000000},
+    "cpu_power_shared_profile": "shared",
+}  # fmt: skip
+
+
+def _other_controls(lab, host):
+    cpu = lab.sys(host) / "devices/system/cpu"
+    rapl = lab.sys(host) / "class/powercap"
+
+    def read(path):
+        return path.read_text().strip()
+
+    return {
+        "disabled": {n: [int(read(cpu / f"cpu{n}/cpuidle/state{k}/disable")) for k in range(4)] for n in range(8)},
+        "uncore": {
+            d.name: (read(d / "min_freq_khz"), read(d / "max_freq_khz"))
+            for d in sorted((cpu / "intel_uncore_frequency").iterdir())
+        },
+        "cap": {
+            z: (read(rapl / z / "constraint_0_power_limit_uw"), read(rapl / z / "constraint_0_time_window_us"))
+            for z in ("intel-rapl:0", "intel-rapl:1")
+        },
+    }
+
+
+APPLIED = {
+    # reserved CPUs 0-1 keep every state; the performance pool (2-3) loses C6 (133 us > 20 us);
+    # the shared CPUs (4-7) lose C1E and C6; POLL is never disabled
+    "disabled": {0: [0, 0, 0, 0], 1: [0, 0, 0, 0], 2: [0, 0, 0, 1], 3: [0, 0, 0, 1]}
+    | {n: [0, 0, 1, 1] for n in range(4, 8)},
+    "uncore": {"package_00_die_00": ("800000", "1600000"), "package_01_die_00": ("800000", "1600000")},
+    "cap": {"intel-rapl:0": ("100000000", "1000000"), "intel-rapl:1": ("100000000", "1000000")},
+}
+
+
+def test_cstates_uncore_and_power_cap_over_ssh(lab):
+    """Idle states per pool, the uncore range and a package cap on a worker reached over SSH: check mode
+    first, apply, re-apply (changed=0), a refused cap that changes nothing, a power cycle after which
+    the boot unit restores all three, and `state: absent` back to the node's power-on tree."""
+    host = "np-idle"
+    converged = lab.everything()
+    result = lab.run(limit=host, check=True, diff=True, extra_vars=OTHER_CONTROLS)
+    assert result.rc == 0 and result.changed > 0, str(result)
+    assert lab.everything() == converged
+
+    result = lab.run(limit=host, extra_vars=OTHER_CONTROLS)
+    assert result.rc == 0, str(result)
+    assert _other_controls(lab, host) == APPLIED
+    assert (lab.sys(host) / "class/powercap/intel-rapl:0/enabled").read_text().strip() == "1"
+    config = json.loads((lab.disk(host) / "etc/poweraware/cpu_power.json").read_text())
+    node_level = [a for a in config["assignments"] if "uncore" in a or "power_cap" in a]
+    assert len(node_level) == 1 and node_level[0]["uncore"] and node_level[0]["power_cap"], config
+    applied = lab.everything()
+    again = lab.run(limit=host, extra_vars=OTHER_CONTROLS)
+    assert again.rc == 0 and again.changed == 0, str(again)
+    assert lab.everything() == applied
+
+    over = {**OTHER_CONTROLS, "cpu_power_power_cap": {"watts": 400}}
+    refused = lab.run(limit=host, extra_vars=over)
+    assert refused.rc != 0
+    assert "power_cap.watts=400 is above intel-rapl:0 (package-0)'s long_term max_power_uw 125 W" in refused.stdout
+    assert lab.everything() == applied
+
+    lab.power_cycle(host)  # the kernel comes back at power-on values; the boot unit applies all three
+    boot_log = (lab.base / "logs" / f"node-{host}.log").read_text()
+    assert "boot: Finished poweraware-cpu-power.service" in boot_log, boot_log[-3000:]
+    assert _other_controls(lab, host) == APPLIED
+    assert lab.run(limit=host, extra_vars=OTHER_CONTROLS).changed == 0
+
+    result = lab.run(limit=host, extra_vars={**OTHER_CONTROLS, "cpu_power_state": "absent"})
+    assert result.rc == 0, str(result)
+    assert tree_digest(lab.sys(host)) == lab.pristine_sys[host]
+    assert not (lab.disk(host) / "etc/systemd/system/poweraware-cpu-power.service").exists()
 
 
 @pytest.mark.parametrize(

@@ -87,6 +87,8 @@ def test_collectd_on_every_worker(lab, converged):
     cm = _core(lab).read_namespaced_config_map("collectd", NS)
     plugin = (REPO_ROOT / "roles" / "collectd" / "files" / "rapl_power.py").read_text()
     assert cm.data["rapl_power.py"] == plugin  # the very file the role ships
+    zones = (REPO_ROOT / "plugins" / "module_utils" / "_power_zones.py").read_text()
+    assert cm.data["_power_zones.py"] == zones  # the plugin's zone discovery: the collection's own module_utils
     assert 'Import "rapl_power"' in cm.data["collectd.conf"]
     svc = _core(lab).read_namespaced_service("collectd", NS)
     assert svc.spec.cluster_ip == "None" and svc.spec.ports[0].port == 9103

@@ -12,9 +12,8 @@ Where RAPL powercap has no package zone (many AMD and ARM servers) the package p
 hwmon instead, under the same zone names (``package-N``): the ``amd_energy`` socket counters
 (``Esocket<N>``), or a platform driver's ``energy1_input`` / ``power1_input`` labelled as the CPU
 or SoC. Zone discovery and naming are the collection's ``plugins/module_utils/_power_zones.py``,
-the same code ``cpu_power_info`` uses, copied verbatim between the "shared code" markers below
-(collectd loads this plugin as one file; ``scripts/sync_collectd_plugin.py`` refreshes the copy
-and ``tests/unit/telemetry/test_rapl_power.py`` fails when it is stale).
+the same code ``cpu_power_info`` uses, imported as ``_power_zones`` from the plugin directory
+(the collectd role ships both files).
 
 It fixes the known defects of the upstream power demo's plugin:
 
@@ -37,7 +36,7 @@ that collectd embeds (Debian 12: 3.11) and with Python 3.9.
 collectd configuration::
 
     <Plugin python>
-      ModulePath "/path/to/dir/with/this/file"
+      ModulePath "/path/to/dir/with/this/file/and/_power_zones.py"
       Import "rapl_power"
       <Module rapl_power>
         SysfsRoot "/sys/class/powercap"   # optional, for tests
@@ -50,8 +49,18 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import time
+
+# Zone discovery and naming are the collection's plugins/module_utils/_power_zones.py, the same
+# code cpu_power_info uses: the collectd role ships that file beside this one (same ConfigMap,
+# same plugin directory, which collectd's python plugin puts on sys.path through ModulePath).
+from _power_zones import (
+    FileSystem,
+    discover_hwmon_sensors,
+    discover_rapl_zones,
+    energy_delta_uj,
+    read_text,
+)
 
 PLUGIN_NAME = "rapl"
 DEFAULT_SYSFS_ROOT = "/sys/class/powercap"
@@ -60,182 +69,6 @@ PRIVILEGE_HINT = (
     "energy_uj is readable by root only since Linux 5.10 (CVE-2020-8694): run collectd as root or "
     "grant the container the CAP_DAC_READ_SEARCH capability"
 )
-
-# --- BEGIN shared code: plugins/module_utils/_power_zones.py (scripts/sync_collectd_plugin.py) ---
-# Top-level RAPL control zones only: "intel-rapl:0", not sub-zones ("intel-rapl:0:1", core/uncore/
-# dram) and not the MMIO interface ("intel-rapl-mmio:0"), which reports the same package again.
-RAPL_ZONE_DIR = re.compile(r"^intel-rapl:(\d+)$")
-RAPL_PACKAGE_NAME = re.compile(r"^package-(\d+)(?:-die-(\d+))?$")
-AMD_ENERGY_SOCKET = re.compile(r"^Esocket(\d+)$")
-# Labels of platform hwmon sensors that measure the CPU / SoC package (case-insensitive).
-PLATFORM_CPU_LABEL = re.compile(r"^(cpu|soc|package|socket)\b", re.IGNORECASE)
-HWMON_PLATFORM_ATTRS = ("energy1_input", "power1_input", "power1_average")
-
-
-def read_text(path):
-    with open(path) as handle:
-        return handle.read().strip()
-
-
-class FileSystem:
-    """Plain file access on absolute paths (what the collectd plugin uses); ``read`` is injectable."""
-
-    def __init__(self, read=read_text):
-        self.read = read
-
-    def listdir(self, path):
-        return sorted(os.listdir(path))
-
-    def isdir(self, path):
-        return os.path.isdir(path)
-
-
-def _read_or_none(fs, path):
-    try:
-        return fs.read(path)
-    except (OSError, ValueError):
-        return None
-
-
-def parse_rapl_zone_name(name):
-    """``package-1-die-0`` -> (1, 0); ``package-0`` -> (0, None); anything else -> None."""
-    match = RAPL_PACKAGE_NAME.match(name or "")
-    if not match:
-        return None
-    return int(match.group(1)), (int(match.group(2)) if match.group(2) is not None else None)
-
-
-def zone_label(package, die=None):
-    """The name every consumer uses for a package zone: ``package-N`` or ``package-N-die-M``."""
-    return "package-%d" % package if die is None else "package-%d-die-%d" % (package, die)
-
-
-def discover_rapl_zones(fs, powercap_dir):
-    """RAPL zones under ``powercap_dir``, in directory order: (package zones, skipped zones).
-
-    Each package zone is a dict ``{zone, path, name, package, die}``; skipped zones (``psys``
-    and anything not named like a package) are ``{zone, name}``. Zones whose ``name`` cannot
-    be read are ignored.
-    """
-    zones = []
-    skipped = []
-    try:
-        entries = fs.listdir(powercap_dir)
-    except OSError:
-        return zones, skipped
-    for entry in entries:
-        if not RAPL_ZONE_DIR.match(entry):
-            continue
-        path = os.path.join(powercap_dir, entry)
-        name = _read_or_none(fs, os.path.join(path, "name"))
-        if name is None:
-            continue
-        parsed = parse_rapl_zone_name(name)
-        if parsed is None:
-            skipped.append({"zone": entry, "name": name})
-            continue
-        zones.append({"zone": entry, "path": path, "name": name, "package": parsed[0], "die": parsed[1]})
-    return zones, skipped
-
-
-def _hwmon_label(fs, path, prefix):
-    return _read_or_none(fs, os.path.join(path, prefix + "_label")) or ""
-
-
-def discover_hwmon_sensors(fs, hwmon_dir):
-    """Package power sensors under ``hwmon_dir`` (``/sys/class/hwmon``), sorted by package.
-
-    Returns dicts ``{name, path, attr, kind, driver, label, package}``: ``kind`` is ``energy``
-    (microjoules, a counter) or ``power`` (microwatts, an instantaneous reading); ``name`` is
-    ``zone_label(package)``, the same name a RAPL zone of that package has.
-    """
-    sensors = []
-    try:
-        chips = fs.listdir(hwmon_dir)
-    except OSError:
-        return sensors
-    platform_package = 0
-    for chip in chips:
-        path = os.path.join(hwmon_dir, chip)
-        driver = _read_or_none(fs, os.path.join(path, "name"))
-        if driver is None:
-            continue
-        try:
-            files = fs.listdir(path)
-        except OSError:
-            continue
-        if driver == "amd_energy":
-            for attr in files:
-                if not (attr.startswith("energy") and attr.endswith("_input")):
-                    continue
-                label = _hwmon_label(fs, path, attr[: -len("_input")])
-                match = AMD_ENERGY_SOCKET.match(label)
-                if match:
-                    package = int(match.group(1))
-                    sensors.append(
-                        {
-                            "name": zone_label(package),
-                            "path": path,
-                            "attr": attr,
-                            "kind": "energy",
-                            "driver": driver,
-                            "label": label,
-                            "package": package,
-                        }
-                    )
-            continue
-        for attr in HWMON_PLATFORM_ATTRS:
-            if attr not in files:
-                continue
-            label = _hwmon_label(fs, path, attr.split("_", maxsplit=1)[0])
-            if not PLATFORM_CPU_LABEL.match(label):
-                continue
-            sensors.append(
-                {
-                    "name": zone_label(platform_package),
-                    "path": path,
-                    "attr": attr,
-                    "kind": "energy" if attr.startswith("energy") else "power",
-                    "driver": driver,
-                    "label": label,
-                    "package": platform_package,
-                }
-            )
-            platform_package += 1
-            break
-    sensors.sort(key=lambda s: (s["package"], s["name"]))
-    return sensors
-
-
-def find_power_source(fs, powercap_dir, hwmon_dir):
-    """The package power source: RAPL if it has package zones, else hwmon, else none.
-
-    Returns ``{source: "rapl"|"hwmon"|None, zones: [...], skipped: [...]}``; ``zones`` are the
-    dicts of ``discover_rapl_zones`` or ``discover_hwmon_sensors``.
-    """
-    zones, skipped = discover_rapl_zones(fs, powercap_dir)
-    if zones:
-        return {"source": "rapl", "zones": zones, "skipped": skipped}
-    sensors = discover_hwmon_sensors(fs, hwmon_dir)
-    if sensors:
-        return {"source": "hwmon", "zones": sensors, "skipped": skipped}
-    return {"source": None, "zones": [], "skipped": skipped}
-
-
-def energy_delta_uj(previous, current, max_range):
-    """Energy used between two counter reads, allowing for one wrap at ``max_range``.
-
-    Returns None when the delta cannot be known: the counter went backwards and the range is
-    unknown (0), or the values make no sense (outside the range).
-    """
-    if current >= previous:
-        return current - previous
-    if max_range <= 0 or previous > max_range:
-        return None
-    return (max_range - previous) + current
-
-
-# --- END shared code ---
 
 
 class PackageZone:

@@ -5,13 +5,26 @@ from __future__ import annotations
 import errno
 import importlib.util
 import pathlib
+import sys
 
 import pytest
 
-PLUGIN = pathlib.Path(__file__).resolve().parents[3] / "roles" / "collectd" / "files" / "rapl_power.py"
-_spec = importlib.util.spec_from_file_location("rapl_power", PLUGIN)
-rapl = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(rapl)
+REPO = pathlib.Path(__file__).resolve().parents[3]
+PLUGIN = REPO / "roles" / "collectd" / "files" / "rapl_power.py"
+ZONES = REPO / "plugins" / "module_utils" / "_power_zones.py"
+
+
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+# As in the collectd pod: _power_zones.py sits beside the plugin and imports as a top-level module.
+zones = _load("_power_zones", ZONES)
+rapl = _load("rapl_power", PLUGIN)
 
 BIG = 262_143_328_850
 
@@ -241,21 +254,26 @@ def test_garbage_counter_is_reported(tmp_path):
 
 
 # --- one implementation of zone discovery, shared with cpu_power_info ---------------------------
-REPO = pathlib.Path(__file__).resolve().parents[3]
+def test_plugin_uses_the_module_utils_discovery_itself():
+    """No copy: the plugin's discovery functions are _power_zones' own objects."""
+    for name in ("FileSystem", "discover_rapl_zones", "discover_hwmon_sensors", "energy_delta_uj", "read_text"):
+        assert getattr(rapl, name) is getattr(zones, name), name
+    assert "def discover_rapl_zones" not in PLUGIN.read_text()
 
 
-def _sync_script():
-    spec = importlib.util.spec_from_file_location("sync_collectd_plugin", REPO / "scripts" / "sync_collectd_plugin.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def test_collectd_role_ships_power_zones_beside_the_plugin():
+    import yaml
 
-
-def test_plugin_carries_the_module_utils_discovery_verbatim():
-    sync = _sync_script()
-    assert sync.embedded(PLUGIN.read_text()) == sync.shared_code(), (
-        "roles/collectd/files/rapl_power.py is stale: run python scripts/sync_collectd_plugin.py"
+    deploy = yaml.safe_load((REPO / "roles/collectd/tasks/deploy.yml").read_text())
+    facts = next(
+        t["ansible.builtin.set_fact"] for t in deploy if "_collectd_plugin" in t.get("ansible.builtin.set_fact", {})
     )
+    assert "plugins/module_utils/_power_zones.py" in facts["_collectd_power_zones"]
+    configmap = next(t for t in deploy if t.get("name", "").startswith("Apply the collectd ConfigMap"))
+    data = configmap["kubernetes.core.k8s"]["definition"]["data"]
+    assert set(data) == {"collectd.conf", "rapl_power.py", "_power_zones.py"}
+    daemonset = (REPO / "roles/collectd/templates/daemonset.yml.j2").read_text()
+    assert "- key: _power_zones.py\n                path: plugins/_power_zones.py" in daemonset
 
 
 def test_plugin_and_cpu_power_info_name_the_same_zones(tmp_path):
