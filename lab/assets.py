@@ -36,7 +36,7 @@ class AssetsError(RuntimeError):
 
 
 @dataclasses.dataclass(frozen=True)
-class Component:
+class GoBuild:
     """One wrapper module in lab/go and what it builds."""
 
     name: str
@@ -82,7 +82,7 @@ class Component:
 
 
 COMPONENTS = (
-    Component(
+    GoBuild(
         name="kubernetes",
         module="k8s.io/kubernetes",
         packages=(
@@ -94,14 +94,14 @@ COMPONENTS = (
         binaries=("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"),
         version_packages=("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"),
     ),
-    Component(
+    GoBuild(
         name="etcd",
         module="go.etcd.io/etcd/server/v3",
         packages=("go.etcd.io/etcd/server/v3",),
         binaries=("etcd",),
         output_name="etcd",
     ),
-    Component(
+    GoBuild(
         name="kwok",
         module="sigs.k8s.io/kwok",
         packages=("sigs.k8s.io/kwok/cmd/kwok",),
@@ -127,7 +127,7 @@ def cache_root() -> pathlib.Path:
     return pathlib.Path(base) / "poweraware-k8s"
 
 
-def cached_bin_dir(component: Component) -> pathlib.Path:
+def cached_bin_dir(component: GoBuild) -> pathlib.Path:
     return cache_root() / f"{component.name}-{component.version}" / "bin"
 
 
@@ -153,7 +153,7 @@ def _missing(directory: pathlib.Path, names: tuple[str, ...]) -> list[str]:
 RECIPE_FILE = "build.json"
 
 
-def cached_build_current(component: Component) -> bool:
+def cached_build_current(component: GoBuild) -> bool:
     """The cache holds this component's binaries, built with the current recipe."""
     bin_dir = cached_bin_dir(component)
     if _missing(bin_dir, component.binaries):
@@ -165,7 +165,7 @@ def cached_build_current(component: Component) -> bool:
     return stamp.get("recipe") == component.recipe()
 
 
-def build_component(component: Component, go: str, log=print) -> pathlib.Path:
+def build_component(component: GoBuild, go: str, log=print) -> pathlib.Path:
     """Build one component into its cache directory; an interrupted build leaves no partial bin/."""
     target = cached_bin_dir(component)
     target.parent.mkdir(parents=True, exist_ok=True)

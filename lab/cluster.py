@@ -44,7 +44,7 @@ from lab.api import Api, http_ok, insecure_context, node_ready
 from lab.components import etcd, kube_apiserver, kube_controller_manager, kwok
 from lab.process import (
     STATE_ENV,
-    Component,
+    LabProcess,
     log_tail,
     port_free,
     process_alive,
@@ -428,7 +428,7 @@ class Lab:
         self.processes[name] = info
         return info
 
-    def _start(self, component: Component) -> None:
+    def _start(self, component: LabProcess) -> None:
         self.processes[component.name] = spawn(
             component.argv, self.paths.log(component.name), self.paths.state_dir, self.paths.state_dir, component.env
         )

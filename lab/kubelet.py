@@ -74,7 +74,7 @@ def atomic_write(path: pathlib.Path, data: str, mode: int = 0o644) -> None:
         raise
 
 
-class ManifestError(ValueError):
+class StaticPodError(ValueError):
     """The manifest cannot be run as it is; the message says why."""
 
 
@@ -160,19 +160,19 @@ def parse_manifest(content: bytes, node_root: pathlib.Path, bin_dir: pathlib.Pat
     try:
         pod = yaml.safe_load(content)
     except yaml.YAMLError as exc:
-        raise ManifestError(f"not YAML: {exc}") from exc
+        raise StaticPodError(f"not YAML: {exc}") from exc
     if not isinstance(pod, dict) or pod.get("kind") != "Pod" or pod.get("apiVersion") != "v1":
-        raise ManifestError("not a v1 Pod")
+        raise StaticPodError("not a v1 Pod")
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     name = meta.get("name")
     if not name or not spec.get("containers"):
-        raise ManifestError("a Pod needs metadata.name and spec.containers")
+        raise StaticPodError("a Pod needs metadata.name and spec.containers")
     volumes = {}
     for volume in spec.get("volumes") or []:
         host_path = volume.get("hostPath")
         if host_path is None:
-            raise ManifestError(f"volume {volume.get('name')!r}: only hostPath volumes can be run here")
+            raise StaticPodError(f"volume {volume.get('name')!r}: only hostPath volumes can be run here")
         volumes[volume.get("name")] = host_path
     containers = []
     for container in spec["containers"]:
@@ -180,16 +180,16 @@ def parse_manifest(content: bytes, node_root: pathlib.Path, bin_dir: pathlib.Pat
         for mount in container.get("volumeMounts") or []:
             host_path = volumes.get(mount.get("name"))
             if host_path is None:
-                raise ManifestError(f"volumeMount {mount.get('name')!r} has no volume")
+                raise StaticPodError(f"volumeMount {mount.get('name')!r} has no volume")
             mounts.append((mount["mountPath"], host_path["path"]))
             _prepare_host_path(node_root, host_path)
         mapper = PathMapper(node_root, mounts)
         command = [str(word) for word in (container.get("command") or []) + (container.get("args") or [])]
         if not command:
-            raise ManifestError(f"container {container.get('name')!r}: no command (images cannot run here)")
+            raise StaticPodError(f"container {container.get('name')!r}: no command (images cannot run here)")
         executable = bin_dir / pathlib.PurePosixPath(command[0]).name
         if not os.access(executable, os.X_OK):
-            raise ManifestError(f"container {container.get('name')!r}: no {executable.name} in {bin_dir}")
+            raise StaticPodError(f"container {container.get('name')!r}: no {executable.name} in {bin_dir}")
         pod_run_dir = run_dir / name / container.get("name", "container")
         argv = [str(executable)] + [_map_argument(arg, mapper, pod_run_dir) for arg in command[1:]]
         env = {e["name"]: str(e.get("value", "")) for e in container.get("env") or [] if "name" in e}
@@ -209,9 +209,9 @@ def _prepare_host_path(node_root: pathlib.Path, host_path: dict) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.touch(exist_ok=True)
     elif kind == "Directory" and not path.is_dir():
-        raise ManifestError(f"hostPath {host_path['path']} (type Directory) does not exist under the node root")
+        raise StaticPodError(f"hostPath {host_path['path']} (type Directory) does not exist under the node root")
     elif kind == "File" and not path.is_file():
-        raise ManifestError(f"hostPath {host_path['path']} (type File) does not exist under the node root")
+        raise StaticPodError(f"hostPath {host_path['path']} (type File) does not exist under the node root")
 
 
 def _map_argument(arg: str, mapper: PathMapper, run_dir: pathlib.Path) -> str:
@@ -535,7 +535,7 @@ class Runner:
         pod = RunningPod(path, content_hash)
         try:
             pod.spec = parse_manifest(content, self.node_root, self.bin_dir, self.run_dir)
-        except ManifestError as exc:
+        except StaticPodError as exc:
             pod.error = str(exc)
         except (KeyError, TypeError, AttributeError, OSError) as exc:
             pod.error = f"malformed manifest: {exc!r}"

@@ -21,7 +21,7 @@ _CHILDREN: dict[int, subprocess.Popen] = {}
 
 
 @dataclasses.dataclass
-class Component:
+class LabProcess:
     """A process of the lab: its command line, how to tell it is healthy, extra environment."""
 
     name: str

@@ -5,16 +5,16 @@ from __future__ import annotations
 import pathlib
 
 from lab.api import http_ok
-from lab.process import Component
+from lab.process import LabProcess
 
 
 def url(port: int) -> str:
     return f"http://127.0.0.1:{port}"
 
 
-def component(bin_dir: pathlib.Path, data_dir: pathlib.Path, port: int, peer_port: int) -> Component:
+def component(bin_dir: pathlib.Path, data_dir: pathlib.Path, port: int, peer_port: int) -> LabProcess:
     client, peer = url(port), f"http://127.0.0.1:{peer_port}"
-    return Component(
+    return LabProcess(
         "etcd",
         [
             str(bin_dir / "etcd"),

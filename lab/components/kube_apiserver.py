@@ -6,14 +6,14 @@ import pathlib
 from collections.abc import Callable
 
 from lab import pki
-from lab.process import Component
+from lab.process import LabProcess
 
 
 def component(
     bin_dir: pathlib.Path, port: int, etcd_url: str, lab_pki: pki.LabPki, ready: Callable[[], bool]
-) -> Component:
+) -> LabProcess:
     p = lab_pki.path
-    return Component(
+    return LabProcess(
         "kube-apiserver",
         [
             str(bin_dir / "kube-apiserver"),

@@ -6,13 +6,13 @@ import pathlib
 
 from lab import pki
 from lab.api import http_ok, insecure_context
-from lab.process import Component
+from lab.process import LabProcess
 
 
-def component(bin_dir: pathlib.Path, port: int, kubeconfig: pathlib.Path, lab_pki: pki.LabPki) -> Component:
+def component(bin_dir: pathlib.Path, port: int, kubeconfig: pathlib.Path, lab_pki: pki.LabPki) -> LabProcess:
     p = lab_pki.path
     conf = str(kubeconfig)
-    return Component(
+    return LabProcess(
         "kube-controller-manager",
         [
             str(bin_dir / "kube-controller-manager"),

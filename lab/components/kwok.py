@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pathlib
 
-from lab.process import Component
+from lab.process import LabProcess
 
 ANNOTATION = "kwok.x-k8s.io/node"
 STAGES = pathlib.Path(__file__).resolve().parent.parent / "kwok-stages"
 
 
-def component(bin_dir: pathlib.Path, kubeconfig: pathlib.Path, home: pathlib.Path) -> Component:
-    return Component(
+def component(bin_dir: pathlib.Path, kubeconfig: pathlib.Path, home: pathlib.Path) -> LabProcess:
+    return LabProcess(
         "kwok",
         [
             str(bin_dir / "kwok"),

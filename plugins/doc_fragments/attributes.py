@@ -26,3 +26,16 @@ attributes:
   facts:
     description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
 """
+
+    INFO_MODULE = r"""
+options: {}
+attributes:
+  check_mode:
+    support: full
+    details: This module changes nothing, so it runs the same in check mode.
+  diff_mode:
+    support: N/A
+    details: This module changes nothing; there is never anything to diff.
+  idempotent:
+    support: full
+"""

@@ -1,11 +1,7 @@
 # Copyright: poweraware.k8s contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-
-"""The coexistence filters (an installation the collection did not make, for example BMRA's).
-
-Documentation in coexistence.yml, scheduler_config_path.yml and scheduler_extender_coexistence.yml
-beside this file; the decisions live in plugins/module_utils/_coexistence.py.
-"""
+"""The poweraware.k8s.coexistence, scheduler_config_path and scheduler_extender_coexistence filters; documentation
+in coexistence.yml, scheduler_config_path.yml and scheduler_extender_coexistence.yml beside this file."""
 
 from __future__ import annotations
 
@@ -21,27 +17,30 @@ from ansible_collections.poweraware.k8s.plugins.module_utils._coexistence import
 
 
 def coexistence(objects, component, choice="fail", expected=None):
+    """What a role does about the objects it found that may not be ours (see ``decide``)."""
     try:
         return decide(component, choice, list(objects or []), expected=expected or {})
     except CoexistenceError as exc:
-        raise AnsibleFilterError("coexistence: %s" % exc) from None
+        raise AnsibleFilterError(f"coexistence: {exc}") from None
 
 
 def _text(value, what):
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise AnsibleFilterError("%s must be text" % what)
+        raise AnsibleFilterError(f"{what} must be text")
     return value
 
 
 def scheduler_config_path_filter(manifest_text):
+    """The configuration file a kube-scheduler manifest loads (see ``scheduler_config_path``)."""
     return scheduler_config_path(_text(manifest_text, "scheduler_config_path: the manifest"))
 
 
 def scheduler_extender_coexistence(
     extenders, choice="fail", manifest_text="", config_text="", config_path="", manifest_path=""
 ):
+    """What to do about extenders kube-scheduler already loads (see ``extender_coexistence``)."""
     try:
         return extender_coexistence(
             choice,
@@ -52,7 +51,7 @@ def scheduler_extender_coexistence(
             manifest_path=_text(manifest_path, "scheduler_extender_coexistence: manifest_path"),
         )
     except CoexistenceError as exc:
-        raise AnsibleFilterError("scheduler_extender_coexistence: %s" % exc) from None
+        raise AnsibleFilterError(f"scheduler_extender_coexistence: {exc}") from None
 
 
 class FilterModule:

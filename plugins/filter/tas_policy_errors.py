@@ -1,6 +1,5 @@
 # Copyright: poweraware.k8s contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-
 """The poweraware.k8s.tas_policy_errors filter; documentation in tas_policy_errors.yml beside this file."""
 
 from __future__ import annotations
@@ -12,6 +11,7 @@ from ansible_collections.poweraware.k8s.plugins.module_utils._tas_policy import 
 
 
 def tas_policy_errors(policy, known_metrics=None, stripped_prefix="node_"):
+    """Everything wrong with a TASPolicy, after ``normalize_policy`` (see ``validate_policy``)."""
     if known_metrics is not None and (
         isinstance(known_metrics, (str, bytes)) or not all(isinstance(m, str) for m in known_metrics)
     ):

@@ -80,8 +80,8 @@ def object_name(obj):
     kind = obj.get("kind") or "object"
     name = meta.get("name") or "?"
     if meta.get("namespace"):
-        return "%s %s/%s" % (kind, meta["namespace"], name)
-    return "%s %s" % (kind, name)
+        return f"{kind} {meta['namespace']}/{name}"
+    return f"{kind} {name}"
 
 
 def is_ours(obj):
@@ -98,21 +98,21 @@ def managed_by(obj):
     label = labels.get(OUR_MANAGER_LABEL)
     if label:
         release = annotations.get("meta.helm.sh/release-name") or labels.get("app.kubernetes.io/instance")
-        parts.append("%s=%s%s" % (OUR_MANAGER_LABEL, label, " (release %s)" % release if release else ""))
+        parts.append(f"{OUR_MANAGER_LABEL}={label}{f' (release {release})' if release else ''}")
     managers = []
     for entry in meta.get("managedFields") or []:
         manager = entry.get("manager") if isinstance(entry, dict) else None
         if manager and manager not in managers:
             managers.append(manager)
     if managers:
-        parts.append("field managers %s" % ", ".join(managers))
+        parts.append(f"field managers {', '.join(managers)}")
     return "; ".join(parts) if parts else "unknown manager"
 
 
 def _labels_text(mapping):
     if not mapping:
         return "{}"
-    return ", ".join("%s=%s" % (k, mapping[k]) for k in sorted(mapping))
+    return ", ".join(f"{k}={mapping[k]}" for k in sorted(mapping))
 
 
 def _mismatch(obj, expected):
@@ -122,13 +122,13 @@ def _mismatch(obj, expected):
     if "selector" in expected:
         selector = (spec.get("selector") or {}).get("matchLabels") or {}
         if selector != expected["selector"]:
-            return "its selector %s is not ours (%s)" % (_labels_text(selector), _labels_text(expected["selector"]))
+            return f"its selector {_labels_text(selector)} is not ours ({_labels_text(expected['selector'])})"
     if "service" in expected:
         service = spec.get("service") or {}
-        have = "%s/%s" % (service.get("namespace") or "?", service.get("name") or "?") if service else "none (local)"
-        want = "%s/%s" % (expected["service"].get("namespace"), expected["service"].get("name"))
+        have = f"{service.get('namespace') or '?'}/{service.get('name') or '?'}" if service else "none (local)"
+        want = f"{expected['service'].get('namespace')}/{expected['service'].get('name')}"
         if have != want:
-            return "it points at Service %s, not ours (%s)" % (have, want)
+            return f"it points at Service {have}, not ours ({want})"
     return ""
 
 
@@ -137,13 +137,13 @@ def conflicts(objects, expected=None):
     found = []
     for obj in objects or []:
         if not isinstance(obj, dict):
-            raise CoexistenceError("objects must be Kubernetes objects (dicts), got %r" % (obj,))
+            raise CoexistenceError(f"objects must be Kubernetes objects (dicts), got {obj!r}")
         mismatch = _mismatch(obj, expected)
         if is_ours(obj) and not mismatch:
             continue
         reasons = []
         if not is_ours(obj):
-            reasons.append("not managed by %s (%s)" % (OUR_MANAGER, managed_by(obj)))
+            reasons.append(f"not managed by {OUR_MANAGER} ({managed_by(obj)})")
         if mismatch:
             reasons.append(mismatch)
         why = _WHY.get(obj.get("kind"))
@@ -155,7 +155,7 @@ def conflicts(objects, expected=None):
 
 def _check_choice(choice, variable):
     if choice not in CHOICES:
-        raise CoexistenceError("%s must be one of %s, got %r" % (variable, "|".join(CHOICES), choice))
+        raise CoexistenceError(f"{variable} must be one of {'|'.join(CHOICES)}, got {choice!r}")
 
 
 def decide(component, choice, objects, expected=None):
@@ -165,7 +165,7 @@ def decide(component, choice, objects, expected=None):
     is empty for ``deploy`` (nothing in the way, or only our own objects).
     """
     if component not in COMPONENTS:
-        raise CoexistenceError("unknown component %r; known: %s" % (component, ", ".join(sorted(COMPONENTS))))
+        raise CoexistenceError(f"unknown component {component!r}; known: {', '.join(sorted(COMPONENTS))}")
     variable, what, left_out = COMPONENTS[component]
     _check_choice(choice, variable)
     found = conflicts(objects, expected)
@@ -173,16 +173,16 @@ def decide(component, choice, objects, expected=None):
     if not found:
         return {"action": "deploy", "message": "", "objects": []}
     if choice == "fail":
-        details = "; ".join("%s: %s" % (object_name(obj), reason) for obj, reason in found)
+        details = "; ".join(f"{object_name(obj)}: {reason}" for obj, reason in found)
         message = (
-            "%s: %s is already installed by someone else: %s. Nothing was changed. Set %s=adopt to use the "
-            "existing installation instead of deploying ours, or remove it first (%s=fail, the default, "
-            "stops here)." % (component, what, details, variable, variable)
+            f"{component}: {what} is already installed by someone else: {details}. Nothing was changed. Set "
+            f"{variable}=adopt to use the existing installation instead of deploying ours, or remove it first "
+            f"({variable}=fail, the default, stops here)."
         )
         return {"action": "fail", "message": message, "objects": names}
     managers = sorted({managed_by(obj) for obj, _reason in found})
-    message = "%s: using the existing %s (%s=adopt): %s" % (component, ", ".join(names), variable, left_out)
-    message += " (managed by: %s)." % " | ".join(managers)
+    message = f"{component}: using the existing {', '.join(names)} ({variable}=adopt): {left_out}"
+    message += f" (managed by: {' | '.join(managers)})."
     return {"action": "adopt", "message": message, "objects": names}
 
 
@@ -307,10 +307,8 @@ def extender_coexistence(choice, manifest_text, config_text, config_path, extend
             same_url = bool(url) and _norm_url(entry.get("urlPrefix") or "") == url
             shared = sorted(names & set(_resources(entry, "managedResources")))
             if same_url or shared:
-                what = "manages %s" % ", ".join(shared) if shared else "has the same urlPrefix"
-                hits.append(
-                    "extenders[%d] (urlPrefix %s) in %s %s" % (index, entry.get("urlPrefix") or "(none)", where, what)
-                )
+                what = f"manages {', '.join(shared)}" if shared else "has the same urlPrefix"
+                hits.append(f"extenders[{index}] (urlPrefix {entry.get('urlPrefix') or '(none)'}) in {where} {what}")
         if hits:
             clashes.append((ext.get("url_prefix"), hits))
         else:
@@ -320,20 +318,21 @@ def extender_coexistence(choice, manifest_text, config_text, config_path, extend
     kept = [hit for _url, hits in clashes for hit in hits]
     if choice == "fail":
         details = "; ".join(
-            "our extender %s: the existing %s, not added by %s" % (url, " and ".join(hits), OUR_MANAGER)
+            f"our extender {url}: the existing {' and '.join(hits)}, not added by {OUR_MANAGER}"
             for url, hits in clashes
         )
+        where = f" ({manifest_path})" if manifest_path else ""
         message = (
-            "scheduler_extender: kube-scheduler%s already loads an extender that is not ours: %s; kube-scheduler "
-            "refuses a resource managed by two extenders. Nothing was changed. Set %s=adopt to keep the existing "
-            "extender and not add ours, or remove it first (%s=fail, the default, stops here)."
-            % (" (%s)" % manifest_path if manifest_path else "", details, SCHEDULER_VARIABLE, SCHEDULER_VARIABLE)
+            f"scheduler_extender: kube-scheduler{where} already loads an extender that is not ours: {details}; "
+            "kube-scheduler refuses a resource managed by two extenders. Nothing was changed. Set "
+            f"{SCHEDULER_VARIABLE}=adopt to keep the existing extender and not add ours, or remove it first "
+            f"({SCHEDULER_VARIABLE}=fail, the default, stops here)."
         )
         return {"action": "fail", "extenders": keep, "message": message, "kept": kept}
-    message = "scheduler_extender: keeping the existing %s (%s=adopt): our extender %s is not added" % (
-        "; ".join(kept),
-        SCHEDULER_VARIABLE,
-        ", ".join(str(url) for url, _hits in clashes),
+    urls = ", ".join(str(url) for url, _hits in clashes)
+    message = (
+        f"scheduler_extender: keeping the existing {'; '.join(kept)} ({SCHEDULER_VARIABLE}=adopt): our extender "
+        f"{urls} is not added"
     )
     message += "; nothing else to register, kube-scheduler is left as it is." if not keep else "."
     return {"action": "adopt", "extenders": keep, "message": message, "kept": kept}

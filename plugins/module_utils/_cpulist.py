@@ -18,11 +18,11 @@ def _parse_int(token, whole):
     token = token.strip()
     if not token.isdigit():
         raise CpuListError(
-            "invalid CPU list %r: %r is not a CPU number (expected a form like '0-3,8,10-11')" % (whole, token)
+            f"invalid CPU list {whole!r}: {token!r} is not a CPU number (expected a form like '0-3,8,10-11')"
         )
     value = int(token)
     if value > MAX_CPU:
-        raise CpuListError("invalid CPU list %r: CPU %d is above the kernel limit of %d" % (whole, value, MAX_CPU))
+        raise CpuListError(f"invalid CPU list {whole!r}: CPU {value} is above the kernel limit of {MAX_CPU}")
     return value
 
 
@@ -35,10 +35,10 @@ def parse_cpulist(value):
     if value is None:
         return []
     if isinstance(value, bool):
-        raise CpuListError("invalid CPU list %r: expected a string like '0-3,8' or a list of CPU numbers" % (value,))
+        raise CpuListError(f"invalid CPU list {value!r}: expected a string like '0-3,8' or a list of CPU numbers")
     if isinstance(value, int):
         if value < 0 or value > MAX_CPU:
-            raise CpuListError("invalid CPU number %d" % value)
+            raise CpuListError(f"invalid CPU number {value}")
         return [value]
     if isinstance(value, (list, tuple, set, frozenset)):
         cpus = set()
@@ -46,7 +46,7 @@ def parse_cpulist(value):
             cpus.update(parse_cpulist(item))
         return sorted(cpus)
     if not isinstance(value, str):
-        raise CpuListError("invalid CPU list %r: expected a string like '0-3,8' or a list of CPU numbers" % (value,))
+        raise CpuListError(f"invalid CPU list {value!r}: expected a string like '0-3,8' or a list of CPU numbers")
     text = value.strip()
     cpus = set()
     if not text:
@@ -54,13 +54,13 @@ def parse_cpulist(value):
     for part in text.split(","):
         part = part.strip()
         if not part:
-            raise CpuListError("invalid CPU list %r: empty element between commas" % (value,))
+            raise CpuListError(f"invalid CPU list {value!r}: empty element between commas")
         if "-" in part:
             lo_s, _sep, hi_s = part.partition("-")
             lo = _parse_int(lo_s, value)
             hi = _parse_int(hi_s, value)
             if lo > hi:
-                raise CpuListError("invalid CPU list %r: range %r is descending" % (value, part))
+                raise CpuListError(f"invalid CPU list {value!r}: range {part!r} is descending")
             cpus.update(range(lo, hi + 1))
         else:
             cpus.add(_parse_int(part, value))
@@ -79,6 +79,6 @@ def format_cpulist(cpus):
         if i == j:
             parts.append(str(ordered[i]))
         else:
-            parts.append("%d-%d" % (ordered[i], ordered[j]))
+            parts.append(f"{ordered[i]}-{ordered[j]}")
         i = j + 1
     return ",".join(parts)

@@ -35,12 +35,12 @@ def parse_version(text):
     a message that says what was expected.
     """
     if not isinstance(text, str):
-        raise VersionError("Kubernetes version must be a string such as '1.29' or 'v1.29.3', got %r" % (text,))
+        raise VersionError(f"Kubernetes version must be a string such as '1.29' or 'v1.29.3', got {text!r}")
     match = _VERSION_RE.match(text.strip())
     if not match:
         raise VersionError(
-            "cannot read a Kubernetes version from %r: expected MAJOR.MINOR[.PATCH] with an optional "
-            "leading 'v' and build suffix, for example '1.29', 'v1.29.3' or 'v1.28.0-rke2r1'" % (text,)
+            f"cannot read a Kubernetes version from {text!r}: expected MAJOR.MINOR[.PATCH] with an optional "
+            "leading 'v' and build suffix, for example '1.29', 'v1.29.3' or 'v1.28.0-rke2r1'"
         )
     patch = match.group("patch")
     return int(match.group("major")), int(match.group("minor")), (int(patch) if patch is not None else None)
@@ -49,13 +49,13 @@ def parse_version(text):
 def split_image(image):
     """Split an image reference into ``(repository, tag, digest)``; tag and digest may be None."""
     if not isinstance(image, str) or not image.strip() or any(c.isspace() for c in image.strip()):
-        raise VersionError("not a container image reference: %r" % (image,))
+        raise VersionError(f"not a container image reference: {image!r}")
     ref = image.strip()
     digest = None
     if "@" in ref:
         ref, digest = ref.split("@", 1)
         if not _DIGEST_RE.match(digest):
-            raise VersionError("image %r has a malformed digest %r" % (image, digest))
+            raise VersionError(f"image {image!r} has a malformed digest {digest!r}")
     # A tag follows the last ':' only if that ':' is after the last '/': a ':' before it
     # belongs to the registry's port (my.reg:5000/kube-scheduler).
     tag = None
@@ -64,9 +64,9 @@ def split_image(image):
     if last_colon > last_slash:
         ref, tag = ref[:last_colon], ref[last_colon + 1 :]
         if not _TAG_RE.match(tag):
-            raise VersionError("image %r has a malformed tag %r" % (image, tag))
+            raise VersionError(f"image {image!r} has a malformed tag {tag!r}")
     if not ref or ref.endswith("/"):
-        raise VersionError("image %r has no repository name" % (image,))
+        raise VersionError(f"image {image!r} has no repository name")
     return ref, tag, digest
 
 
@@ -80,21 +80,21 @@ def version_from_image(image):
     if tag is None:
         what = "only a digest" if digest else "no tag"
         raise VersionError(
-            "image %r has %s, so the Kubernetes version cannot be read from it; "
-            "set kubernetes_version explicitly" % (image, what)
+            f"image {image!r} has {what}, so the Kubernetes version cannot be read from it; "
+            "set kubernetes_version explicitly"
         )
     try:
         return parse_version(tag)
     except VersionError:
         raise VersionError(
-            "the tag %r of image %r is not a Kubernetes version; set kubernetes_version explicitly" % (tag, image)
+            f"the tag {tag!r} of image {image!r} is not a Kubernetes version; set kubernetes_version explicitly"
         ) from None
 
 
 def format_version(version):
     """``(1, 29, 3)`` -> ``'1.29.3'``; ``(1, 29, None)`` -> ``'1.29'``."""
     major, minor, patch = version
-    return "%d.%d" % (major, minor) if patch is None else "%d.%d.%d" % (major, minor, patch)
+    return f"{major}.{minor}" if patch is None else f"{major}.{minor}.{patch}"
 
 
 def resolve_version(explicit, image):

@@ -369,7 +369,7 @@ def _piecewise_predictor(params):
 
 
 def _num(value):
-    return "%.10g" % float(value)
+    return f"{float(value):.10g}"
 
 
 def _plus(value):

@@ -4,10 +4,8 @@
 
 The one implementation of zone naming and discovery, used by ``cpu_power_info`` (through
 ``_cpu_topology.read_rapl`` and ``_power_apply.gather_info``) and by the collectd plugin
-``roles/collectd/files/rapl_power.py``, which carries a verbatim copy of everything below the
-"shared code" marker (collectd loads that plugin as a single file from the directory the
-collectd role installs; ``tests/unit/telemetry/test_rapl_power.py`` fails when the copy
-differs, and ``python scripts/sync_collectd_plugin.py`` refreshes it).
+``roles/collectd/files/rapl_power.py``, which imports this file as ``_power_zones``: the collectd
+role ships it beside the plugin. So it imports nothing but the standard library.
 
 Sources, in order of preference (``find_power_source``):
 
@@ -30,8 +28,6 @@ to the sysfs root, or ``FileSystem`` below with absolute paths).
 
 import os
 import re
-
-# --- shared code (copied verbatim into roles/collectd/files/rapl_power.py) ---------------------
 
 # Top-level RAPL control zones only: "intel-rapl:0", not sub-zones ("intel-rapl:0:1", core/uncore/
 # dram) and not the MMIO interface ("intel-rapl-mmio:0"), which reports the same package again.
@@ -78,7 +74,7 @@ def parse_rapl_zone_name(name):
 
 def zone_label(package, die=None):
     """The name every consumer uses for a package zone: ``package-N`` or ``package-N-die-M``."""
-    return "package-%d" % package if die is None else "package-%d-die-%d" % (package, die)
+    return f"package-{package}" if die is None else f"package-{package}-die-{die}"
 
 
 def discover_rapl_zones(fs, powercap_dir):

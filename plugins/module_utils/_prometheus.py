@@ -39,7 +39,7 @@ class PrometheusError(ValueError):
 def parse_duration(value, name):
     """Seconds in a Prometheus duration (``5m``, ``1h30m``, ``2d``) or a plain number of seconds."""
     if isinstance(value, bool):
-        raise PrometheusError("%s: expected a duration like '5m' or a number of seconds, got %r" % (name, value))
+        raise PrometheusError(f"{name}: expected a duration like '5m' or a number of seconds, got {value!r}")
     if isinstance(value, (int, float)):
         seconds = float(value)
     else:
@@ -50,18 +50,18 @@ def parse_duration(value, name):
             parts = _DURATION_PART.findall(text)
             if not parts or "".join(n + u for n, u in parts) != text:
                 raise PrometheusError(
-                    "%s: %r is not a duration; use Prometheus units like '30s', '5m', '1h30m', '2d'" % (name, value)
+                    f"{name}: {value!r} is not a duration; use Prometheus units like '30s', '5m', '1h30m', '2d'"
                 ) from None
             seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in parts)
     if not math.isfinite(seconds) or seconds <= 0:
-        raise PrometheusError("%s: must be a positive duration, got %r" % (name, value))
+        raise PrometheusError(f"{name}: must be a positive duration, got {value!r}")
     return seconds
 
 
 def parse_time(value, name):
     """Unix seconds from a number, a numeric string or an RFC 3339 timestamp."""
     if isinstance(value, bool):
-        raise PrometheusError("%s: expected a unix time or an RFC 3339 timestamp, got %r" % (name, value))
+        raise PrometheusError(f"{name}: expected a unix time or an RFC 3339 timestamp, got {value!r}")
     if isinstance(value, (int, float)):
         seconds = float(value)
     else:
@@ -70,10 +70,10 @@ def parse_time(value, name):
         if seconds is None:
             parsed = _parse_rfc3339(text, name, value)
             if parsed.tzinfo is None:
-                raise PrometheusError("%s: %r has no time zone; add Z or an offset like +01:00" % (name, value))
+                raise PrometheusError(f"{name}: {value!r} has no time zone; add Z or an offset like +01:00")
             seconds = parsed.timestamp()
     if not math.isfinite(seconds) or seconds < 0:
-        raise PrometheusError("%s: must be a time after 1970, got %r" % (name, value))
+        raise PrometheusError(f"{name}: must be a time after 1970, got {value!r}")
     return seconds
 
 
@@ -89,7 +89,7 @@ def _parse_rfc3339(text, name, value):
         return datetime.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         raise PrometheusError(
-            "%s: %r is neither a unix time nor an RFC 3339 timestamp (e.g. 2026-01-01T00:00:00Z)" % (name, value)
+            f"{name}: {value!r} is neither a unix time nor an RFC 3339 timestamp (e.g. 2026-01-01T00:00:00Z)"
         ) from None
 
 
@@ -98,34 +98,33 @@ def query_range_params(query, start, end, step):
     if not isinstance(query, str) or not query.strip():
         raise PrometheusError("query: must be a non-empty PromQL expression")
     if end <= start:
-        raise PrometheusError("the window is empty: start %s is not before end %s" % (start, end))
+        raise PrometheusError(f"the window is empty: start {start} is not before end {end}")
     points = int((end - start) // step) + 1
     if points > MAX_POINTS:
         raise PrometheusError(
-            "the window has %d points per series at step %gs; Prometheus allows %d. Use a larger step "
-            "or a shorter window" % (points, step, MAX_POINTS)
+            f"the window has {points} points per series at step {step:g}s; Prometheus allows {MAX_POINTS}. Use a "
+            "larger step or a shorter window"
         )
     return {"query": query, "start": _fmt(start), "end": _fmt(end), "step": _fmt(step)}
 
 
 def _fmt(seconds):
-    return ("%.3f" % seconds).rstrip("0").rstrip(".")
+    return f"{seconds:.3f}".rstrip("0").rstrip(".")
 
 
 def parse_matrix(answer, node_label, what):
     """``{node: {timestamp: value}}`` from a query_range answer; one series per node required."""
     if not isinstance(answer, dict):
-        raise PrometheusError("%s: the answer is not a JSON object; is the URL a Prometheus server?" % what)
+        raise PrometheusError(f"{what}: the answer is not a JSON object; is the URL a Prometheus server?")
     if answer.get("status") != "success":
         raise PrometheusError(
-            "%s: Prometheus answered %s: %s"
-            % (what, answer.get("errorType", "an error"), answer.get("error", "no message"))
+            f"{what}: Prometheus answered {answer.get('errorType', 'an error')}: {answer.get('error', 'no message')}"
         )
     data = answer.get("data") or {}
     if data.get("resultType") != "matrix":
         raise PrometheusError(
-            "%s: expected a range vector (matrix), got %r; the expression must return an instant vector"
-            % (what, data.get("resultType"))
+            f"{what}: expected a range vector (matrix), got {data.get('resultType')!r}; the expression must return an "
+            "instant vector"
         )
     series = {}
     unlabelled = 0
@@ -137,21 +136,21 @@ def parse_matrix(answer, node_label, what):
             continue
         if node in series:
             raise PrometheusError(
-                "%s: the expression returns more than one series for %s=%r; aggregate it per node, "
-                "e.g. sum by (%s) (...)" % (what, node_label, node, node_label)
+                f"{what}: the expression returns more than one series for {node_label}={node!r}; aggregate it per "
+                f"node, e.g. sum by ({node_label}) (...)"
             )
         points = {}
         for pair in item.get("values") or []:
             try:
                 stamp, value = float(pair[0]), float(pair[1])
             except (TypeError, ValueError, IndexError):
-                raise PrometheusError("%s: malformed sample %r for node %r" % (what, pair, node)) from None
+                raise PrometheusError(f"{what}: malformed sample {pair!r} for node {node!r}") from None
             points[stamp] = value
         series[node] = points
     if unlabelled and not series:
         raise PrometheusError(
-            "%s: %d series but none has the label %r; keep it in the expression (e.g. avg by (%s) (...))"
-            % (what, unlabelled, node_label, node_label)
+            f"{what}: {unlabelled} series but none has the label {node_label!r}; keep it in the expression (e.g. avg "
+            f"by ({node_label}) (...))"
         )
     return series
 

@@ -5,8 +5,8 @@
 Pure logic, no Ansible import; Python 3.9 compatible (runs on the managed node).
 
 * The API versions each release serves and the conversion between them are in ``_sched_version``.
-* ``normalize_extenders`` validates the user's extender list up front and returns every
-  problem at once, each with what to change.
+* ``normalize_extenders`` checks the user's extender list (already typed by the module's
+  argument spec) up front and returns every problem at once, each with what to change.
 * ``render_extender`` writes one extender in the schema of a KubeSchedulerConfiguration
   (v1beta1 .. v1: ``enableHTTPS``, ``httpTimeout`` as a duration string) or of the legacy
   ``Policy`` file (1.19 - 1.22: ``enableHttps``, ``httpTimeout`` in nanoseconds).
@@ -41,49 +41,27 @@ def duration_to_ns(text):
     while pos < len(text):
         match = _DURATION_PART.match(text, pos)
         if not match:
-            raise ValueError("not a Go duration: %r" % (text,))
+            raise ValueError(f"not a Go duration: {text!r}")
         total += float(match.group(1)) * _UNIT_NS[match.group(2)]
         pos = match.end()
     return int(round(total))
 
 
 # --- extender input ---------------------------------------------------------------------------
+#
+# The module's argument spec owns the types, defaults and allowed keys of an extender entry
+# (``-e`` strings are converted there, like YAML values); what is left here is what a spec cannot
+# say: URL and path shapes, Go durations, extended resource names and rules across fields.
 
 _URL_RE = re.compile(
     r"^(?P<scheme>https?)://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::(?P<port>[0-9]{1,5}))?(?P<path>/[^\s?#]*)?$"
 )
 _VERB_RE = re.compile(r"^[A-Za-z0-9._~-]+(?:/[A-Za-z0-9._~-]+)*$")
-_QUALIFIED_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_QUALIFIED_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _CLUSTER_DNS_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\.[a-z0-9]([-a-z0-9]*[a-z0-9])?\.svc(\.[a-z0-9.-]+)?\.?$")
 
-EXTENDER_KEYS = (
-    "url_prefix",
-    "filter_verb",
-    "prioritize_verb",
-    "preempt_verb",
-    "bind_verb",
-    "weight",
-    "enable_https",
-    "http_timeout",
-    "node_cache_capable",
-    "ignorable",
-    "managed_resources",
-    "tls",
-)
-TLS_KEYS = ("cert_file", "key_file", "ca_file", "insecure", "server_name")
-
-
-def _is_extended_resource_name(name):
-    """kube-scheduler's rule: a qualified name with a domain prefix outside kubernetes.io."""
-    if not isinstance(name, str) or name.count("/") != 1:
-        return False
-    prefix, local = name.split("/")
-    if not prefix or len(prefix) > 253 or not _QUALIFIED_PREFIX.match(prefix):
-        return False
-    if prefix == "kubernetes.io" or prefix.endswith(".kubernetes.io") or prefix == "requests":
-        return False
-    return bool(local) and len(local) <= 63 and bool(_QUALIFIED_NAME.match(local))
+VERBS = ("filter_verb", "prioritize_verb", "preempt_verb", "bind_verb")
+TLS_FILES = ("cert_file", "key_file", "ca_file")
+EXAMPLE_URL = "https://tas-service.telemetry-aware-scheduling.svc.cluster.local:9001"
 
 
 def url_host(url_prefix):
@@ -97,150 +75,127 @@ def is_cluster_dns_name(host):
 
 
 def normalize_extenders(extenders):
-    """Validate the user's extenders and return ``(normalized, errors)``.
+    """Check the extenders the argument spec has typed; return ``(normalized, errors)``.
 
-    ``normalized`` is a list of dicts with every key of EXTENDER_KEYS; ``errors`` lists every
-    problem found (all of them, not just the first), each with the fix.
+    ``normalized`` holds copies with ``enable_https`` derived from the URL when unset, empty
+    strings as None and an empty ``tls`` as None; ``errors`` lists every problem found (all of
+    them, not just the first), each naming the field, the value, why and the fix.
     """
+    if not extenders:
+        return [], ["extenders must be a non-empty list of extender definitions (each needs at least url_prefix)"]
     errors = []
     result = []
-    if not isinstance(extenders, list) or not extenders:
-        return [], ["extenders must be a non-empty list of extender definitions (each needs at least url_prefix)"]
     seen = set()
-    binders = 0
     for index, raw in enumerate(extenders):
-        where = "extenders[%d]" % index
-        if not isinstance(raw, dict):
-            errors.append("%s must be a dictionary, got %r" % (where, raw))
-            continue
-        unknown = sorted(set(raw) - set(EXTENDER_KEYS))
-        if unknown:
+        where = f"extenders[{index}]"
+        ext = dict(raw)
+        errors += _url_problems(ext, where, seen)
+        errors += _verb_problems(ext, where)
+        weight = ext.get("weight")
+        if weight is not None and weight <= 0:
             errors.append(
-                "%s has unknown keys %s; allowed keys: %s" % (where, ", ".join(unknown), ", ".join(EXTENDER_KEYS))
+                f"{where}.weight must be a positive integer (kube-scheduler rejects 0 and negatives), got {weight!r}; "
+                "fix: set it to 1 or more"
             )
-        ext = {key: raw.get(key) for key in EXTENDER_KEYS}
-        url = ext["url_prefix"]
-        match = _URL_RE.match(url) if isinstance(url, str) else None
-        if not match:
-            errors.append(
-                "%s.url_prefix must be an http:// or https:// URL such as "
-                "'https://tas-service.telemetry-aware-scheduling.svc.cluster.local:9001', got %r" % (where, url)
-            )
-        else:
-            if match.group("port") and not 0 < int(match.group("port")) < 65536:
-                errors.append("%s.url_prefix has an invalid port: %r" % (where, url))
-            if url in seen:
-                errors.append("%s.url_prefix %r is listed twice; each extender needs its own urlPrefix" % (where, url))
-            seen.add(url)
-            scheme_https = match.group("scheme") == "https"
-            if ext["enable_https"] is None:
-                ext["enable_https"] = scheme_https
-            elif bool(ext["enable_https"]) != scheme_https:
-                errors.append(
-                    "%s.enable_https is %s but url_prefix uses %s://; make them agree (kube-scheduler builds the "
-                    "URL from enableHTTPS, not from the scheme)" % (where, ext["enable_https"], match.group("scheme"))
-                )
-        for verb in ("filter_verb", "prioritize_verb", "preempt_verb", "bind_verb"):
-            value = ext[verb]
-            if value in (None, ""):
-                ext[verb] = None
-            elif not isinstance(value, str) or not _VERB_RE.match(value):
-                errors.append("%s.%s must be a URL path such as 'scheduler/filter', got %r" % (where, verb, value))
-        if not (ext["filter_verb"] or ext["prioritize_verb"] or ext["bind_verb"] or ext["preempt_verb"]):
-            errors.append("%s needs at least one of filter_verb, prioritize_verb, preempt_verb, bind_verb" % where)
-        if ext["bind_verb"]:
-            binders += 1
-        weight = ext["weight"]
-        if weight is None:
-            ext["weight"] = 1
-        elif isinstance(weight, bool) or not isinstance(weight, int) or weight <= 0:
-            errors.append(
-                "%s.weight must be a positive integer (kube-scheduler rejects 0 and negatives), got %r"
-                % (where, weight)
-            )
-        timeout = ext["http_timeout"]
-        if timeout in (None, ""):
-            ext["http_timeout"] = None
-        else:
-            try:
-                if duration_to_ns(timeout) <= 0:
-                    raise ValueError("not positive")
-            except (TypeError, ValueError):
-                errors.append(
-                    "%s.http_timeout must be a positive Go duration string such as '5s', '750ms' or '1m', got %r"
-                    % (where, timeout)
-                )
-        for flag in ("node_cache_capable", "ignorable"):
-            value = ext[flag]
-            if value is None:
-                ext[flag] = False
-            elif not isinstance(value, bool):
-                errors.append("%s.%s must be true or false, got %r" % (where, flag, value))
-        resources = ext["managed_resources"] or []
-        norm_resources = []
-        if not isinstance(resources, list):
-            errors.append("%s.managed_resources must be a list of {name, ignored_by_scheduler}" % where)
-            resources = []
-        for rindex, res in enumerate(resources):
-            rwhere = "%s.managed_resources[%d]" % (where, rindex)
-            if isinstance(res, str):
-                res = {"name": res}
-            if not isinstance(res, dict) or set(res) - {"name", "ignored_by_scheduler"}:
-                errors.append("%s must be a dictionary with keys name and ignored_by_scheduler" % rwhere)
-                continue
-            name = res.get("name")
-            if not _is_extended_resource_name(name):
-                errors.append(
-                    "%s.name %r is not an extended resource name: use <domain>/<name> outside kubernetes.io, "
-                    "for example 'telemetry/scheduling'" % (rwhere, name)
-                )
-            ignored = res.get("ignored_by_scheduler", False)
-            if not isinstance(ignored, bool):
-                errors.append("%s.ignored_by_scheduler must be true or false, got %r" % (rwhere, ignored))
-            norm_resources.append({"name": name, "ignored_by_scheduler": bool(ignored)})
-        ext["managed_resources"] = norm_resources
-        tls = ext["tls"] or {}
-        if not isinstance(tls, dict):
-            errors.append("%s.tls must be a dictionary with keys %s" % (where, ", ".join(TLS_KEYS)))
-            tls = {}
-        unknown = sorted(set(tls) - set(TLS_KEYS))
-        if unknown:
-            errors.append(
-                "%s.tls has unknown keys %s; allowed keys: %s" % (where, ", ".join(unknown), ", ".join(TLS_KEYS))
-            )
-        norm_tls = {key: tls.get(key) for key in TLS_KEYS}
-        for key in ("cert_file", "key_file", "ca_file"):
-            value = norm_tls[key]
-            if value in (None, ""):
-                norm_tls[key] = None
-            elif not isinstance(value, str) or not value.startswith("/") or "\n" in value:
-                errors.append(
-                    "%s.tls.%s must be an absolute path on the control-plane node, got %r" % (where, key, value)
-                )
-        if bool(norm_tls["cert_file"]) != bool(norm_tls["key_file"]):
-            errors.append(
-                "%s.tls needs both cert_file and key_file (a client certificate and its key) or neither" % where
-            )
-        if norm_tls["insecure"] is None:
-            norm_tls["insecure"] = False
-        elif not isinstance(norm_tls["insecure"], bool):
-            errors.append("%s.tls.insecure must be true or false" % where)
-        if norm_tls["server_name"] in ("",):
-            norm_tls["server_name"] = None
-        if any(norm_tls[key] for key in TLS_KEYS) and ext["enable_https"] is False:
-            errors.append("%s.tls is set but the extender is not https; use an https:// url_prefix" % where)
-        ext["tls"] = norm_tls if any(norm_tls[key] for key in TLS_KEYS) else None
+        errors += _timeout_problems(ext, where)
+        errors += _resource_problems(ext, where)
+        errors += _tls_problems(ext, where)
         result.append(ext)
-    if binders > 1:
-        errors.append("only one extender may set bind_verb (kube-scheduler allows a single binder)")
+    binders = [f"extenders[{i}]" for i, ext in enumerate(result) if ext.get("bind_verb")]
+    if len(binders) > 1:
+        errors.append(
+            f"only one extender may set bind_verb (kube-scheduler allows a single binder), found {len(binders)}: "
+            f"{', '.join(binders)}; fix: keep bind_verb on one of them"
+        )
     return result, errors
+
+
+def _url_problems(ext, where, seen):
+    """url_prefix is an http(s) URL with a valid port, listed once, and agrees with enable_https."""
+    url = ext.get("url_prefix")
+    match = _URL_RE.match(url or "")
+    if not match:
+        return [f"{where}.url_prefix must be an http:// or https:// URL such as '{EXAMPLE_URL}', got {url!r}"]
+    errors = []
+    if match.group("port") and not 0 < int(match.group("port")) < 65536:
+        errors.append(f"{where}.url_prefix has an invalid port: {url!r}; fix: use a port from 1 to 65535")
+    if url in seen:
+        errors.append(f"{where}.url_prefix {url!r} is listed twice; each extender needs its own urlPrefix")
+    seen.add(url)
+    scheme = match.group("scheme")
+    if ext.get("enable_https") is None:
+        ext["enable_https"] = scheme == "https"
+    elif ext["enable_https"] != (scheme == "https"):
+        errors.append(
+            f"{where}.enable_https is {ext['enable_https']} but url_prefix uses {scheme}://; make them agree "
+            "(kube-scheduler builds the URL from enableHTTPS, not from the scheme)"
+        )
+    return errors
+
+
+def _verb_problems(ext, where):
+    errors = []
+    for verb in VERBS:
+        value = ext.get(verb) or None
+        ext[verb] = value
+        if value is not None and not _VERB_RE.match(value):
+            errors.append(f"{where}.{verb} must be a URL path such as 'scheduler/filter', got {value!r}")
+    if not any(ext[verb] for verb in VERBS):
+        errors.append(f"{where} needs at least one of {', '.join(VERBS)}; fix: set filter_verb or prioritize_verb")
+    return errors
+
+
+def _timeout_problems(ext, where):
+    timeout = ext.get("http_timeout") or None
+    ext["http_timeout"] = timeout
+    if timeout is None:
+        return []
+    try:
+        if duration_to_ns(timeout) > 0:
+            return []
+    except ValueError:
+        pass
+    return [
+        f"{where}.http_timeout must be a positive Go duration string such as '5s', '750ms' or '1m', got {timeout!r}"
+    ]
+
+
+def _resource_problems(ext, where):
+    errors = []
+    resources = ext.get("managed_resources") or []
+    for rindex, res in enumerate(resources):
+        name = res.get("name") or ""
+        problems = extended_resource_name_problems(name)
+        if problems:
+            errors.append(
+                f"{where}.managed_resources[{rindex}].name {name!r} is not an extended resource name "
+                f"({'; '.join(problems)}); fix: use <domain>/<name> outside kubernetes.io, for example "
+                "'telemetry/scheduling'"
+            )
+    ext["managed_resources"] = list(resources)
+    return errors
+
+
+def _tls_problems(ext, where):
+    tls = {key: value for key, value in (ext.get("tls") or {}).items() if value not in (None, "")}
+    ext["tls"] = tls if any(tls.values()) else None
+    errors = []
+    for key in TLS_FILES:
+        value = tls.get(key)
+        if value is not None and (not value.startswith("/") or "\n" in value):
+            errors.append(f"{where}.tls.{key} must be an absolute path on the control-plane node, got {value!r}")
+    if ("cert_file" in tls) != ("key_file" in tls):
+        errors.append(f"{where}.tls needs both cert_file and key_file (a client certificate and its key) or neither")
+    if ext["tls"] and ext.get("enable_https") is False:
+        errors.append(f"{where}.tls is set but the extender is not https; use an https:// url_prefix")
+    return errors
 
 
 def tls_directories(extenders):
     """Directories holding the extenders' TLS files, sorted, without duplicates."""
     dirs = set()
     for ext in extenders:
-        for key in ("cert_file", "key_file", "ca_file"):
+        for key in TLS_FILES:
             path = (ext.get("tls") or {}).get(key)
             if path:
                 dirs.add(path.rstrip("/").rsplit("/", 1)[0] or "/")
@@ -259,7 +214,7 @@ def render_extender(ext, policy=False):
         out["preemptVerb"] = ext["preempt_verb"]
     if ext.get("prioritize_verb"):
         out["prioritizeVerb"] = ext["prioritize_verb"]
-    out["weight"] = ext.get("weight") or 1
+    out["weight"] = int(ext.get("weight") or 1)
     if ext.get("bind_verb"):
         out["bindVerb"] = ext["bind_verb"]
     out["enableHttps" if policy else "enableHTTPS"] = bool(ext.get("enable_https"))
@@ -280,7 +235,8 @@ def render_extender(ext, policy=False):
         out["nodeCacheCapable"] = True
     if ext.get("managed_resources"):
         out["managedResources"] = [
-            {"name": r["name"], "ignoredByScheduler": bool(r["ignored_by_scheduler"])} for r in ext["managed_resources"]
+            {"name": res["name"], "ignoredByScheduler": bool(res.get("ignored_by_scheduler"))}
+            for res in ext["managed_resources"]
         ]
     out["ignorable"] = bool(ext.get("ignorable"))
     return out
@@ -329,26 +285,26 @@ def new_policy(entries):
 def check_existing_document(doc, minor, policy, path):
     """Errors for an existing config/policy file we are asked to merge into."""
     if not isinstance(doc, dict):
-        return ["%s does not hold a YAML/JSON mapping; fix or remove the file (or the flag that points to it)" % path]
+        return [f"{path} does not hold a YAML/JSON mapping; fix or remove the file (or the flag that points to it)"]
     errors = []
     if policy:
         if doc.get("kind", POLICY_KIND) != POLICY_KIND:
-            errors.append("%s has kind %r, expected Policy" % (path, doc.get("kind")))
+            errors.append(f"{path} has kind {doc.get('kind')!r}, expected Policy")
     else:
         if doc.get("kind") != KIND:
-            errors.append("%s has kind %r, expected %s" % (path, doc.get("kind"), KIND))
+            errors.append(f"{path} has kind {doc.get('kind')!r}, expected {KIND}")
         api_version = doc.get("apiVersion", "")
         group, _sep, version = str(api_version).partition("/")
         served = served_versions(minor)
         if group != GROUP or version not in served:
             errors.append(
-                "%s uses apiVersion %r, which kube-scheduler 1.%d does not serve (it serves %s); migrate the file "
-                "to %s/%s first"
-                % (path, api_version, minor, ", ".join(GROUP + "/" + v for v in served), GROUP, served[0])
+                f"{path} uses apiVersion {api_version!r}, which kube-scheduler 1.{minor} does not serve (it serves "
+                f"{', '.join(GROUP + '/' + v for v in served)}); migrate the file "
+                f"to {GROUP}/{served[0]} first"
             )
     extenders = doc.get("extenders")
     if extenders is not None and not isinstance(extenders, list):
-        errors.append("%s: extenders must be a list" % path)
+        errors.append(f"{path}: extenders must be a list")
     return errors
 
 
@@ -431,15 +387,15 @@ def _qualified_name_problems(value):
         if not prefix:
             problems.append("its prefix part is empty")
         elif len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix):
-            problems.append("its prefix part %r is not a lower-case DNS subdomain of at most 253 characters" % prefix)
+            problems.append(f"its prefix part {prefix!r} is not a lower-case DNS subdomain of at most 253 characters")
     if not name:
         problems.append("its name part is empty")
     elif len(name) > 63:
         problems.append("its name part is longer than 63 characters")
     if name and not _LABEL_KEY_NAME.match(name):
         problems.append(
-            "its name part %r must consist of alphanumerics, '-', '_' or '.' and start and end with an alphanumeric"
-            % name
+            f"its name part {name!r} must consist of alphanumerics, '-', '_' or '.' and start and end with an "
+            "alphanumeric"
         )
     return problems
 
@@ -492,17 +448,17 @@ def _field_problems(mapping, fields, path, where):
     for key in mapping:
         if key not in fields:
             near = [f for f in fields if f.lower() == str(key).lower()]
-            fix = "rename it to %s (field names are case-sensitive)" % near[0] if near else "remove it"
+            fix = f"rename it to {near[0]} (field names are case-sensitive)" if near else "remove it"
             errors.append(
-                "%s.%s%s: unknown field; kube-scheduler decodes its configuration strictly and exits on unknown "
-                "fields; fix: %s (known fields: %s)" % (path, key, where, fix, ", ".join(fields))
+                f"{path}.{key}{where}: unknown field; kube-scheduler decodes its configuration strictly and exits on "
+                f"unknown fields; fix: {fix} (known fields: {', '.join(fields)})"
             )
             continue
         problem = _type_problem(fields[key], mapping[key])
         if problem:
             errors.append(
-                "%s.%s%s: %r %s; kube-scheduler cannot decode it and exits at start; fix the value"
-                % (path, key, where, mapping[key], problem)
+                f"{path}.{key}{where}: {mapping[key]!r} {problem}; kube-scheduler cannot decode it and exits at start; "
+                "fix the value"
             )
     return errors
 
@@ -517,22 +473,22 @@ def validate_extenders(extenders, origin=None, strict=True):
     if extenders is None:
         return errors
     if not isinstance(extenders, list):
-        return ["extenders: %r must be a list of extender entries; fix the configuration file" % (extenders,)]
+        return [f"extenders: {extenders!r} must be a list of extender entries; fix the configuration file"]
 
     def where(index, entry):
         url = entry.get("urlPrefix") if isinstance(entry, dict) else None
-        parts = ["urlPrefix %s" % url] if url else []
+        parts = [f"urlPrefix {url}"] if url else []
         label = origin(index, entry) if origin else None
         if label:
             parts.append(label)
-        return " (%s)" % ", ".join(parts) if parts else ""
+        return f" ({', '.join(parts)})" if parts else ""
 
     binders = []
     managed = {}
     for index, entry in enumerate(extenders):
-        path = "extenders[%d]" % index
+        path = f"extenders[{index}]"
         if not isinstance(entry, dict):
-            errors.append("%s: %r is not a mapping; fix: make it an extender entry with urlPrefix" % (path, entry))
+            errors.append(f"{path}: {entry!r} is not a mapping; fix: make it an extender entry with urlPrefix")
             continue
         at = where(index, entry)
         if strict:
@@ -542,8 +498,8 @@ def validate_extenders(extenders, origin=None, strict=True):
         weight = entry.get("weight") or 0
         if entry.get("prioritizeVerb") and isinstance(weight, int) and weight <= 0:
             errors.append(
-                "%s.weight%s: %r: kube-scheduler refuses it, an extender with a prioritizeVerb must have a positive "
-                "weight applied to it; fix: set weight to 1 or more (or drop prioritizeVerb)" % (path, at, weight)
+                f"{path}.weight{at}: {weight!r}: kube-scheduler refuses it, an extender with a prioritizeVerb must "
+                "have a positive weight applied to it; fix: set weight to 1 or more (or drop prioritizeVerb)"
             )
         if entry.get("bindVerb"):
             binders.append((path, at))
@@ -551,9 +507,9 @@ def validate_extenders(extenders, origin=None, strict=True):
         if not isinstance(resources, list):
             continue
         for rindex, resource in enumerate(resources):
-            rpath = "%s.managedResources[%d]" % (path, rindex)
+            rpath = f"{path}.managedResources[{rindex}]"
             if not isinstance(resource, dict):
-                errors.append("%s%s: %r must be a mapping {name, ignoredByScheduler}" % (rpath, at, resource))
+                errors.append(f"{rpath}{at}: {resource!r} must be a mapping {{name, ignoredByScheduler}}")
                 continue
             if strict:
                 errors += _field_problems(resource, MANAGED_RESOURCE_FIELDS, rpath, at)
@@ -562,23 +518,23 @@ def validate_extenders(extenders, origin=None, strict=True):
                 name = "" if name is None else str(name)
             for problem in extended_resource_name_problems(name):
                 errors.append(
-                    "%s.name%s: %r: %s; kube-scheduler refuses it; fix: use an extended resource name such as "
-                    "'telemetry/scheduling'" % (rpath, at, name, problem)
+                    f"{rpath}.name{at}: {name!r}: {problem}; kube-scheduler refuses it; fix: use an extended resource "
+                    "name such as 'telemetry/scheduling'"
                 )
             if name in managed:
                 first_path, first_at = managed[name]
                 errors.append(
-                    "%s.name%s: %r is already managed by %s%s: kube-scheduler refuses a duplicate extender managed "
-                    "resource name; fix: keep the resource in one extender only (if the other is an existing TAS "
-                    "extender, remove it from the scheduler configuration first, or do not register a second "
-                    "one)" % (rpath, at, name, first_path, first_at)
+                    f"{rpath}.name{at}: {name!r} is already managed by {first_path}{first_at}: kube-scheduler refuses "
+                    "a duplicate extender managed resource name; fix: keep the resource in one extender only (if the "
+                    "other is an existing TAS extender, remove it from the scheduler configuration first, or do not "
+                    "register a second one)"
                 )
             else:
                 managed[name] = (rpath, at)
     if len(binders) > 1:
         errors.append(
-            "extenders: found %d extenders implementing bind (%s): kube-scheduler allows only one extender with "
+            f"extenders: found {len(binders)} extenders implementing bind "
+            f"({'; '.join(path + at for path, at in binders)}): kube-scheduler allows only one extender with "
             "a bindVerb; fix: keep bindVerb on one of them"
-            % (len(binders), "; ".join(path + at for path, at in binders))
         )
     return errors

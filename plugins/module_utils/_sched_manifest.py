@@ -60,24 +60,25 @@ def check_pod(doc, path):
     """Return the index of the kube-scheduler container, or raise ManifestError."""
     if not isinstance(doc, dict) or doc.get("kind") != "Pod" or not isinstance(doc.get("spec"), dict):
         raise ManifestError(
-            "%s is not a Pod manifest (kind: Pod with a spec); point manifest_path at the kube-scheduler static pod"
-            % path
+            f"{path} is not a Pod manifest (kind: Pod with a spec); point manifest_path at the kube-scheduler static "
+            "pod"
         )
     containers = doc["spec"].get("containers")
     if not isinstance(containers, list) or not containers or not all(isinstance(c, dict) for c in containers):
-        raise ManifestError("%s has no containers" % path)
+        raise ManifestError(f"{path} has no containers")
     named = [i for i, c in enumerate(containers) if c.get("name") == "kube-scheduler"]
     if len(named) == 1:
         return named[0]
     if len(named) > 1:
+        where = ", ".join(f"spec.containers[{i}]" for i in named)
         raise ManifestError(
-            "%s has %d containers named kube-scheduler (%s); container names must be unique in a pod, so kubelet "
-            "refuses this manifest and the module cannot tell which one to configure; fix: rename or remove the "
-            "extra container" % (path, len(named), ", ".join("spec.containers[%d]" % i for i in named))
+            f"{path} has {len(named)} containers named kube-scheduler ({where}); container names must be unique in "
+            "a pod, so kubelet refuses this manifest and the module cannot tell which one to configure; fix: rename "
+            "or remove the extra container"
         )
     if len(containers) == 1:
         return 0
-    raise ManifestError("%s has several containers and none is named kube-scheduler" % path)
+    raise ManifestError(f"{path} has several containers and none is named kube-scheduler")
 
 
 def _flag_lists(container):
@@ -85,7 +86,7 @@ def _flag_lists(container):
     for key in ("command", "args"):
         value = container.get(key)
         if value is not None and not (isinstance(value, list) and all(isinstance(x, str) for x in value)):
-            raise ManifestError("container %s must be a list of strings" % key)
+            raise ManifestError(f"container {key} must be a list of strings")
         out.append((key, value or []))
     return out
 
@@ -120,11 +121,11 @@ def read_record(doc):
         record = json.loads(raw)
     except (TypeError, ValueError):
         raise ManifestError(
-            "annotation %s on the manifest is not valid JSON; remove it by hand (it only records what this "
-            "module added)" % ANNOTATION
+            f"annotation {ANNOTATION} on the manifest is not valid JSON; remove it by hand (it only records what this "
+            "module added)"
         ) from None
     if not isinstance(record, dict) or record.get("v") != RECORD_VERSION:
-        raise ManifestError("annotation %s has an unknown format; remove it by hand" % ANNOTATION)
+        raise ManifestError(f"annotation {ANNOTATION} has an unknown format; remove it by hand")
     return record
 
 
@@ -165,23 +166,21 @@ def mount_check(path, mounts, volumes):
         seen = posixpath.normpath(posixpath.join(host["path"], sub, rel) if (sub or rel) else host["path"])
         if seen == posixpath.normpath(path):
             return True, None
-        backing = "hostPath %s%s, so the scheduler would read node path %s" % (
-            host["path"],
-            " with subPath %s" % sub if sub else "",
-            seen,
-        )
+        with_sub = f" with subPath {sub}" if sub else ""
+        backing = f"hostPath {host['path']}{with_sub}, so the scheduler would read node path {seen}"
     elif volume is None:
         backing = "no volume of that name"
     else:
         kinds = sorted(k for k in volume if k != "name")
         kind = kinds[0] if kinds else "typeless"
-        backing = "%s %s volume, not a hostPath" % ("an" if kind[0] in "aeiou" else "a", kind)
+        backing = f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} volume, not a hostPath"
     # the mount shows the node's own files when it is a hostPath of its own mountPath
     wanted = root
+    without_sub = " without subPath" if sub else ""
     return True, (
-        "%s is inside the existing mount %s (volumeMounts[%d], volume %s: %s) instead of the file the module "
-        "writes on the node; fix: make volume %s a hostPath of %s%s, or remove that mount"
-        % (path, root, index, name, backing, name, wanted, " without subPath" if sub else "")
+        f"{path} is inside the existing mount {root} (volumeMounts[{index}], volume {name}: {backing}) instead of the "
+        f"file the module writes on the node; fix: make volume {name} a hostPath of {wanted}{without_sub}, or "
+        "remove that mount"
     )
 
 
@@ -251,8 +250,8 @@ def conflicting_flags(base, cindex, mode):
         for flag in LEGACY_FLAGS:
             if find_flag(container, flag):
                 errors.append(
-                    "the manifest already passes %s (a legacy scheduler Policy); set legacy_policy: true to add the "
-                    "extender to that Policy, or remove the flag first" % flag
+                    f"the manifest already passes {flag} (a legacy scheduler Policy); set legacy_policy: true to add "
+                    "the extender to that Policy, or remove the flag first"
                 )
     elif find_flag(container, "--policy-configmap"):
         errors.append(
@@ -270,7 +269,7 @@ def present_ops(base, cindex, mode, file_path, flag_present, tls_dirs, need_clus
     record = {"v": RECORD_VERSION, "mode": mode, "file": file_path, "volumes": [], "created_keys": []}
     if not flag_present:
         key = flags_list_key(container)
-        flag = "%s=%s" % (FLAGS[mode], file_path)
+        flag = f"{FLAGS[mode]}={file_path}"
         items = container.get(key) or []
         # kubeadm writes the binary first and then its flags sorted; keep that order
         sorted_from = 1 if key == "command" and items and not items[0].startswith("-") else 0
@@ -299,13 +298,11 @@ def present_ops(base, cindex, mode, file_path, flag_present, tls_dirs, need_clus
     if problems:
         raise ManifestError.of(problems)
     for number, directory in enumerate(uncovered):
-        wanted.append(
-            (TLS_VOLUME if number == 0 else "%s-%d" % (TLS_VOLUME, number + 1), directory, "DirectoryOrCreate")
-        )
+        wanted.append((TLS_VOLUME if number == 0 else f"{TLS_VOLUME}-{number + 1}", directory, "DirectoryOrCreate"))
     for name, host_path, host_type in wanted:
         if name in taken:
             raise ManifestError(
-                "the manifest already has a volume or mount named %s that this module did not add; rename it" % name
+                f"the manifest already has a volume or mount named {name} that this module did not add; rename it"
             )
         if "volumeMounts" not in container:
             record["created_keys"].append("volumeMounts")
@@ -360,7 +357,7 @@ def config_strip_ops(record):
 
 
 def config_add_ops(base, entries):
-    """Ops that merge ``entries`` into ``base`` (see sc.merge_extenders) and the entries they replace."""
+    """Ops that merge ``entries`` into ``base`` by urlPrefix, and the entries they replace."""
     existing = {e.get("urlPrefix"): e for e in (base.get("extenders") or []) if isinstance(e, dict)}
     replaced = {}
     ops = []
@@ -406,6 +403,7 @@ class Plan:
         self.warnings = []
         self.reemitted = False
         self.record = None
+        self.annotation = ""  # the record exactly as the manifest carries it afterwards ("" without one)
 
     @property
     def manifest_changed(self):
@@ -444,7 +442,7 @@ def _load(text, what):
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ManifestError("%s is not valid YAML: %s" % (what, exc)) from None
+        raise ManifestError(f"{what} is not valid YAML: {exc}") from None
 
 
 def _manifest_dir(path):
@@ -484,12 +482,12 @@ def plan_present(
     for what, path in (("config_path", config_path), ("policy_path", policy_path)):
         if _manifest_dir(path) == _manifest_dir(manifest_path):
             errors.append(
-                "%s %s is inside the static pod directory %s, where kubelet would try to run it as a pod; "
-                "choose another directory (for example /etc/kubernetes)" % (what, path, _manifest_dir(manifest_path))
+                f"{what} {path} is inside the static pod directory {_manifest_dir(manifest_path)}, where kubelet would "
+                "try to run it as a pod; choose another directory (for example /etc/kubernetes)"
             )
     file_path, flag_present = target_file(base, cindex, mode, default_path)
     if not file_path.startswith("/"):
-        errors.append("the manifest's %s flag names a relative path %r; make it absolute" % (FLAGS[mode], file_path))
+        errors.append(f"the manifest's {FLAGS[mode]} flag names a relative path {file_path!r}; make it absolute")
     if errors:
         raise ManifestError.of(errors)
     result.file_path = file_path
@@ -505,8 +503,8 @@ def plan_present(
         # configuration and the manifest. It stays ours (absent deletes it), not the user's.
         owned = True
         result.warnings.append(
-            "%s carries this module's header but the manifest does not load it (left by an earlier run that did "
-            "not finish); it is taken over and rewritten" % file_path
+            f"{file_path} carries this module's header but the manifest does not load it (left by an earlier run that "
+            "did not finish); it is taken over and rewritten"
         )
     convert = []
     if owned or current_text is None:
@@ -534,15 +532,15 @@ def plan_present(
     ours = {e["urlPrefix"] for e in entries}
 
     def origin(_index, entry):
-        return "from the module's extenders" if entry.get("urlPrefix") in ours else "already in %s" % file_path
+        return "from the module's extenders" if entry.get("urlPrefix") in ours else f"already in {file_path}"
 
     # kube-scheduler validates the whole list, the user's entries included, and exits at start on
     # the first problem: check the merged result now, before anything is written.
     invalid = sc.validate_extenders(desired.get("extenders"), origin, strict=not policy)
     if invalid:
         raise ManifestError(
-            "kube-scheduler would refuse %s as it would be written (%s): %s"
-            % (file_path, "merged with the existing entries" if not created else "new file", "; ".join(invalid)),
+            f"kube-scheduler would refuse {file_path} as it would be written "
+            f"({'merged with the existing entries' if not created else 'new file'}): {'; '.join(invalid)}",
             invalid,
         )
     if current_text is not None and _load(current_text, file_path) == desired:
@@ -558,6 +556,7 @@ def plan_present(
     )
     result.record = new_record
     desired_manifest = _apply_doc(base, add)
+    result.annotation = desired_manifest["metadata"]["annotations"][ANNOTATION]
     if desired_manifest == doc:
         result.manifest_after = manifest_text
     else:
@@ -577,23 +576,23 @@ def _conversion(current, minor, file_path, warnings):
     blockers = sv.conversion_blockers(current, source, target)
     if blockers:
         warnings.append(
-            "%s stays in %s/%s, which Kubernetes 1.%d still serves but a later release removes: it cannot be "
-            "converted to %s safely (%s); convert it by hand (https://kubernetes.io/docs/reference/scheduling/config/) "
-            "before upgrading" % (file_path, sv.GROUP, source, minor, target, "; ".join(blockers))
+            f"{file_path} stays in {sv.GROUP}/{source}, which Kubernetes 1.{minor} still serves but a later release "
+            f"removes: it cannot be converted to {target} safely ({'; '.join(blockers)}); convert it by hand "
+            "(https://kubernetes.io/docs/reference/scheduling/config/) before upgrading"
         )
         return []
     note = ""
     if source in sv.OLD_DEFAULT_WEIGHTS:
         note = (
             "; from v1beta3 on the default score weights of InterPodAffinity and NodeAffinity are 2 and of "
-            "TaintToleration 3 (the release applies them anyway once %s is removed)" % source
+            f"TaintToleration 3 (the release applies them anyway once {source} is removed)"
         )
     warnings.append(
-        "%s was converted from %s/%s (deprecated or older than the newest version Kubernetes 1.%d serves) to "
-        "%s/%s: only apiVersion changes, every other field means the same in both%s"
-        % (file_path, sv.GROUP, source, minor, sv.GROUP, target, note)
+        f"{file_path} was converted from {sv.GROUP}/{source} (deprecated or older than the newest version Kubernetes "
+        f"1.{minor} serves) to {sv.GROUP}/{target}: only apiVersion changes, every other field means the same in "
+        f"both{note}"
     )
-    return [KeySet([], "apiVersion", "%s/%s" % (sv.GROUP, target))]
+    return [KeySet([], "apiVersion", f"{sv.GROUP}/{target}")]
 
 
 def plan_absent(manifest_text, manifest_path, read_file, original_text=None, config_path=None):

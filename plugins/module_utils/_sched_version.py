@@ -64,41 +64,35 @@ def select_api_version(version, legacy_policy=False):
     warnings = []
     if major != 1:
         raise ConfigError(
-            "Kubernetes %d.%d is not a release this module knows; it supports 1.%d to 1.%d "
-            "(pass kubernetes_version if the detected version is wrong)"
-            % (major, minor, OLDEST_SUPPORTED_MINOR, NEWEST_KNOWN_MINOR)
+            f"Kubernetes {major}.{minor} is not a release this module knows; it supports "
+            f"1.{OLDEST_SUPPORTED_MINOR} to 1.{NEWEST_KNOWN_MINOR} (pass kubernetes_version if the detected version "
+            "is wrong)"
         )
     if minor < OLDEST_SUPPORTED_MINOR:
         hint = ""
         if minor < 10:
             hint = " (an unquoted 1.30 in YAML is the number 1.3: quote kubernetes_version)"
         raise ConfigError(
-            "Kubernetes 1.%d is not supported%s: its kube-scheduler serves only %s of %s (no beta or GA "
-            "configuration API with extenders); supported releases are 1.%d to 1.%d. Upgrade the control "
-            "plane first, or configure the extender by hand with a Policy file."
-            % (
-                minor,
-                hint,
-                ", ".join(served_versions(minor)) or "no version",
-                GROUP,
-                OLDEST_SUPPORTED_MINOR,
-                NEWEST_KNOWN_MINOR,
-            )
+            f"Kubernetes 1.{minor} is not supported{hint}: its kube-scheduler serves only "
+            f"{', '.join(served_versions(minor)) or 'no version'} of {GROUP} (no beta or GA "
+            f"configuration API with extenders); supported releases are 1.{OLDEST_SUPPORTED_MINOR} to "
+            f"1.{NEWEST_KNOWN_MINOR}. Upgrade the control plane first, or configure the extender by hand with a "
+            "Policy file."
         )
     if legacy_policy:
         if minor > LAST_POLICY_MINOR:
             raise ConfigError(
-                "legacy_policy was requested but Kubernetes 1.%d removed the scheduler Policy API (last "
-                "release with it: 1.%d); drop legacy_policy to write a %s %s"
-                % (minor, LAST_POLICY_MINOR, KIND, GROUP + "/" + served_versions(minor)[0])
+                f"legacy_policy was requested but Kubernetes 1.{minor} removed the scheduler Policy API (last "
+                f"release with it: 1.{LAST_POLICY_MINOR}); drop legacy_policy to write a {KIND} "
+                f"{GROUP}/{served_versions(minor)[0]}"
             )
         return POLICY_API_VERSION, warnings
     if minor > NEWEST_KNOWN_MINOR:
         warnings.append(
-            "Kubernetes 1.%d is newer than the newest release this module was verified against (1.%d); "
-            "assuming it serves %s/v1" % (minor, NEWEST_KNOWN_MINOR, GROUP)
+            f"Kubernetes 1.{minor} is newer than the newest release this module was verified against "
+            f"(1.{NEWEST_KNOWN_MINOR}); assuming it serves {GROUP}/v1"
         )
-    return "%s/%s" % (GROUP, served_versions(minor)[0]), warnings
+    return f"{GROUP}/{served_versions(minor)[0]}", warnings
 
 
 # --- converting an existing file from an older served version ---------------------------------
@@ -164,25 +158,23 @@ def conversion_blockers(doc, source, target):
     for key in doc:
         if key in CONVERTIBLE_FIELDS:
             continue
-        reasons.append(
-            "%s: %s" % (key, NOT_CONVERTIBLE.get(key, "not known to mean the same in %s as in %s" % (target, source)))
-        )
+        reasons.append(f"{key}: {NOT_CONVERTIBLE.get(key, f'not known to mean the same in {target} as in {source}')}")
     election = doc.get("leaderElection")
     if isinstance(election, dict) and election.get("resourceLock") not in (None, "leases"):
         reasons.append(
-            "leaderElection.resourceLock: %r; newer releases accept only 'leases'" % (election.get("resourceLock"),)
+            f"leaderElection.resourceLock: {election.get('resourceLock')!r}; newer releases accept only 'leases'"
         )
     profiles = doc.get("profiles")
     if isinstance(profiles, list):
         for index, profile in enumerate(profiles):
             if not isinstance(profile, dict):
-                reasons.append("profiles[%d]: not a mapping" % index)
+                reasons.append(f"profiles[{index}]: not a mapping")
                 continue
             for key in profile:
                 if key not in PROFILE_FIELDS:
                     reasons.append(
-                        "profiles[%d].%s: %s"
-                        % (index, key, NOT_CONVERTIBLE.get(key, "not known to mean the same in %s" % target))
+                        f"profiles[{index}].{key}: "
+                        f"{NOT_CONVERTIBLE.get(key, f'not known to mean the same in {target}')}"
                     )
     elif profiles is not None:
         reasons.append("profiles: not a list")

@@ -71,7 +71,7 @@ def adapter_metric_name(series, prefix="node_"):
     served unchanged.
     """
     if not isinstance(series, str) or not series:
-        raise ValueError("series must be a non-empty string, got %r" % (series,))
+        raise ValueError(f"series must be a non-empty string, got {series!r}")
     if prefix and series.startswith(prefix) and len(series) > len(prefix):
         return series[len(prefix) :]
     return series
@@ -97,32 +97,32 @@ def _type_name(value):
 
 def _check_metric(where, name, known_metrics, stripped_prefix, errors):
     if not isinstance(name, str) or not name:
-        errors.append("%s.metricname must be a non-empty string, got %s" % (where, _type_name(name)))
+        errors.append(f"{where}.metricname must be a non-empty string, got {_type_name(name)}")
         return
     if not _METRIC_NAME.match(name):
         errors.append(
-            "%s.metricname %r is not a valid metric name: the CRD allows only letters, digits, '_' and '-'"
-            " (pattern ^[a-zA-Z0-9_-]+$)" % (where, name)
+            f"{where}.metricname {name!r} is not a valid metric name: the CRD allows only letters, digits, '_' and '-'"
+            " (pattern ^[a-zA-Z0-9_-]+$)"
         )
         return
     if stripped_prefix and name.startswith(stripped_prefix) and len(name) > len(stripped_prefix):
         errors.append(
-            "%s.metricname %r is a Prometheus series name: the Prometheus Adapter strips %r, so"
-            " custom.metrics.k8s.io serves it as %r; use that name"
-            % (where, name, stripped_prefix, adapter_metric_name(name, stripped_prefix))
+            f"{where}.metricname {name!r} is a Prometheus series name: the Prometheus Adapter strips "
+            f"{stripped_prefix!r}, so custom.metrics.k8s.io serves it as "
+            f"{adapter_metric_name(name, stripped_prefix)!r}; use that name"
         )
         return
     if known_metrics and name not in known_metrics:
         errors.append(
-            "%s.metricname %r is not served by the metrics adapter (known metrics: %s)"
-            % (where, name, ", ".join(sorted(known_metrics)))
+            f"{where}.metricname {name!r} is not served by the metrics adapter (known metrics: "
+            f"{', '.join(sorted(known_metrics))})"
         )
 
 
 def _check_target(where, rule, required, errors):
     if "target" not in rule or rule["target"] is None:
         if required:
-            errors.append("%s.target is required for this strategy (an integer to compare the metric with)" % where)
+            errors.append(f"{where}.target is required for this strategy (an integer to compare the metric with)")
         return
     target = rule["target"]
     if isinstance(target, str):
@@ -130,94 +130,91 @@ def _check_target(where, rule, required, errors):
             hint = "write it as a number, or pass the policy through normalize_policy (filter tas_policy_normalized)"
         else:
             hint = "which is not a whole number"
-        errors.append(
-            "%s.target must be an integer (the CRD declares int64), got string %r, %s" % (where, target, hint)
-        )
+        errors.append(f"{where}.target must be an integer (the CRD declares int64), got string {target!r}, {hint}")
     elif isinstance(target, bool) or not isinstance(target, int):
         errors.append(
-            "%s.target must be an integer (the CRD declares int64), got %s %r" % (where, _type_name(target), target)
+            f"{where}.target must be an integer (the CRD declares int64), got {_type_name(target)} {target!r}"
         )
     elif not INT64_MIN <= target <= INT64_MAX:
-        errors.append("%s.target %d is outside the int64 range" % (where, target))
+        errors.append(f"{where}.target {target} is outside the int64 range")
 
 
 def _check_labels(where, strategy, rule, errors):
     if "labels" not in rule or rule["labels"] is None:
         if strategy == "labeling":
-            errors.append("%s.labels is required for the labeling strategy (a list of key=value strings)" % where)
+            errors.append(f"{where}.labels is required for the labeling strategy (a list of key=value strings)")
         return
     labels = rule["labels"]
     if not isinstance(labels, (list, tuple)):
-        errors.append("%s.labels must be a list of strings, got %s" % (where, _type_name(labels)))
+        errors.append(f"{where}.labels must be a list of strings, got {_type_name(labels)}")
         return
     for index, label in enumerate(labels):
         if not isinstance(label, str):
-            errors.append("%s.labels[%d] must be a string, got %s" % (where, index, _type_name(label)))
+            errors.append(f"{where}.labels[{index}] must be a string, got {_type_name(label)}")
             continue
         if strategy != "labeling":
             continue
         key, sep, value = label.partition("=")
         if not sep or not _LABEL_NAME.match(key) or len(key) > 63 or len(value) > 63 or not _LABEL_VALUE.match(value):
             errors.append(
-                "%s.labels[%d] %r must be key=value with a valid Kubernetes label name and value"
-                % (where, index, label)
+                f"{where}.labels[{index}] {label!r} must be key=value with a valid Kubernetes label name and value"
             )
 
 
 def _check_rule(where, strategy, rule, known_metrics, stripped_prefix, errors):
     if not isinstance(rule, dict):
-        errors.append("%s must be a mapping, got %s" % (where, _type_name(rule)))
+        errors.append(f"{where} must be a mapping, got {_type_name(rule)}")
         return
     for key in sorted(set(rule) - set(RULE_KEYS), key=str):
-        errors.append("%s has unknown field %r (allowed: %s)" % (where, key, ", ".join(RULE_KEYS)))
+        errors.append(f"{where} has unknown field {key!r} (allowed: {', '.join(RULE_KEYS)})")
     if "metricname" not in rule:
-        errors.append("%s.metricname is required" % where)
+        errors.append(f"{where}.metricname is required")
     else:
         _check_metric(where, rule["metricname"], known_metrics, stripped_prefix, errors)
     operator = rule.get("operator")
     if "operator" not in rule:
-        errors.append("%s.operator is required (one of %s)" % (where, "|".join(OPERATORS)))
+        errors.append(f"{where}.operator is required (one of {'|'.join(OPERATORS)})")
     elif operator not in OPERATORS:
-        errors.append("%s.operator %r is not one of %s" % (where, operator, "|".join(OPERATORS)))
+        errors.append(f"{where}.operator {operator!r} is not one of {'|'.join(OPERATORS)}")
     elif strategy == "scheduleonmetric" and operator not in ORDERING_OPERATORS:
         errors.append(
-            "%s.operator %r cannot rank nodes: scheduleonmetric takes LessThan (lowest first) or"
-            " GreaterThan (highest first)" % (where, operator)
+            f"{where}.operator {operator!r} cannot rank nodes: scheduleonmetric takes LessThan (lowest first) or"
+            " GreaterThan (highest first)"
         )
     _check_target(where, rule, strategy != "scheduleonmetric", errors)
     _check_labels(where, strategy, rule, errors)
 
 
 def _check_strategy(name, strategy, known_metrics, stripped_prefix, errors):
-    where = "spec.strategies.%s" % name
+    where = f"spec.strategies.{name}"
     if name not in STRATEGIES:
-        errors.append("%s: unknown strategy %r (TAS implements %s)" % (where, name, ", ".join(STRATEGIES)))
+        errors.append(f"{where}: unknown strategy {name!r} (TAS implements {', '.join(STRATEGIES)})")
         return
     if not isinstance(strategy, dict):
-        errors.append("%s must be a mapping with rules, got %s" % (where, _type_name(strategy)))
+        errors.append(f"{where} must be a mapping with rules, got {_type_name(strategy)}")
         return
     for key in sorted(set(strategy) - set(STRATEGY_KEYS), key=str):
-        errors.append("%s has unknown field %r (allowed: %s)" % (where, key, ", ".join(STRATEGY_KEYS)))
+        errors.append(f"{where} has unknown field {key!r} (allowed: {', '.join(STRATEGY_KEYS)})")
     if "policyName" in strategy and not isinstance(strategy["policyName"], str):
-        errors.append("%s.policyName must be a string, got %s" % (where, _type_name(strategy["policyName"])))
+        errors.append(f"{where}.policyName must be a string, got {_type_name(strategy['policyName'])}")
     if "logicalOperator" in strategy and strategy["logicalOperator"] not in LOGICAL_OPERATORS:
         errors.append(
-            "%s.logicalOperator %r is not one of %s" % (where, strategy["logicalOperator"], "|".join(LOGICAL_OPERATORS))
+            f"{where}.logicalOperator {strategy['logicalOperator']!r} is not one of {'|'.join(LOGICAL_OPERATORS)}"
         )
     rules = strategy.get("rules")
     if rules is None:
-        errors.append("%s.rules is required (a non-empty list)" % where)
+        errors.append(f"{where}.rules is required (a non-empty list)")
         return
     if not isinstance(rules, (list, tuple)):
-        errors.append("%s.rules must be a list, got %s" % (where, _type_name(rules)))
+        errors.append(f"{where}.rules must be a list, got {_type_name(rules)}")
         return
     if not rules:
-        errors.append("%s.rules is empty: a strategy without rules does nothing" % where)
+        errors.append(f"{where}.rules is empty: a strategy without rules does nothing")
         return
     if name == "scheduleonmetric" and len(rules) != 1:
-        errors.append("%s.rules has %d rules: scheduleonmetric ranks nodes by exactly one rule" % (where, len(rules)))
+        errors.append(f"{where}.rules has {len(rules)} rules: scheduleonmetric ranks nodes by exactly one rule")
     for index, rule in enumerate(rules):
-        _check_rule("%s.rules[%d]" % (where, index), name, rule, known_metrics, stripped_prefix, errors)
+        _check_rule(f"{where}.rules[{index}]", name, rule, known_metrics, stripped_prefix, errors)
 
 
 def normalize_policy(policy):
@@ -250,16 +247,16 @@ def validate_spec(spec, known_metrics=None, stripped_prefix="node_"):
     errors = []
     known = frozenset(known_metrics or ())
     if not isinstance(spec, dict):
-        return ["spec must be a mapping, got %s" % _type_name(spec)]
+        return [f"spec must be a mapping, got {_type_name(spec)}"]
     for key in sorted(set(spec) - {"strategies"}, key=str):
-        errors.append("spec has unknown field %r (allowed: strategies)" % (key,))
+        errors.append(f"spec has unknown field {key!r} (allowed: strategies)")
     strategies = spec.get("strategies")
     if strategies is None:
         errors.append("spec.strategies is required")
     elif not isinstance(strategies, dict):
-        errors.append("spec.strategies must be a mapping of strategy name to strategy, got %s" % _type_name(strategies))
+        errors.append(f"spec.strategies must be a mapping of strategy name to strategy, got {_type_name(strategies)}")
     elif not strategies:
-        errors.append("spec.strategies is empty: give at least one of %s" % ", ".join(STRATEGIES))
+        errors.append(f"spec.strategies is empty: give at least one of {', '.join(STRATEGIES)}")
     else:
         for name in sorted(strategies, key=str):
             _check_strategy(name, strategies[name], known, stripped_prefix, errors)
@@ -274,29 +271,29 @@ def validate_policy(policy, known_metrics=None, stripped_prefix="node_"):
     empty to disable that check.
     """
     if not isinstance(policy, dict):
-        return ["a TASPolicy must be a mapping, got %s" % _type_name(policy)]
+        return [f"a TASPolicy must be a mapping, got {_type_name(policy)}"]
     errors = []
     if policy.get("apiVersion") != API_VERSION:
-        errors.append("apiVersion must be %r, got %r" % (API_VERSION, policy.get("apiVersion")))
+        errors.append(f"apiVersion must be {API_VERSION!r}, got {policy.get('apiVersion')!r}")
     if policy.get("kind") != KIND:
-        errors.append("kind must be %r, got %r" % (KIND, policy.get("kind")))
+        errors.append(f"kind must be {KIND!r}, got {policy.get('kind')!r}")
     metadata = policy.get("metadata")
     if not isinstance(metadata, dict):
         errors.append("metadata must be a mapping with name and namespace")
     else:
         name = metadata.get("name")
         if not isinstance(name, str) or len(name) > 253 or not _DNS1123_SUBDOMAIN.match(name):
-            errors.append("metadata.name %r is not a valid Kubernetes object name (DNS-1123 subdomain)" % (name,))
+            errors.append(f"metadata.name {name!r} is not a valid Kubernetes object name (DNS-1123 subdomain)")
         elif len(name) > 63:
             errors.append(
-                "metadata.name %r is longer than 63 characters: pods opt in with the label"
-                " telemetry-policy=<name>, and label values are at most 63 characters" % (name,)
+                f"metadata.name {name!r} is longer than 63 characters: pods opt in with the label"
+                " telemetry-policy=<name>, and label values are at most 63 characters"
             )
         namespace = metadata.get("namespace")
         if namespace is not None and (
             not isinstance(namespace, str) or len(namespace) > 63 or not _DNS1123_LABEL.match(namespace)
         ):
-            errors.append("metadata.namespace %r is not a valid namespace name (DNS-1123 label)" % (namespace,))
+            errors.append(f"metadata.namespace {namespace!r} is not a valid namespace name (DNS-1123 label)")
     if "spec" not in policy:
         errors.append("spec is required")
     else:

@@ -109,7 +109,7 @@ class SeqAppend(Op):
             editor.insert_key(parent_node, self.key, [self.item])
             return
         if not isinstance(value_node, yaml.SequenceNode) or value_node.flow_style or not value_node.value:
-            raise CannotEdit("%s is not a non-empty block sequence" % self.key)
+            raise CannotEdit(f"{self.key} is not a non-empty block sequence")
         seq = editor.construct(value_node)
         editor.insert_seq_item(value_node, self._index(seq), self.item)
 
@@ -146,11 +146,11 @@ class SeqRemove(Op):
                 return
             if len(items) == 1:
                 if not self.drop:
-                    raise CannotEdit("removing the last item of %s would leave an empty key" % self.key)
+                    raise CannotEdit(f"removing the last item of {self.key} would leave an empty key")
                 editor.remove_key(parent_node, self.key)
                 return
             if seq_node.flow_style:
-                raise CannotEdit("%s is a flow sequence" % self.key)
+                raise CannotEdit(f"{self.key} is a flow sequence")
             editor.remove_seq_item(seq_node, hits[0])
 
 
@@ -214,7 +214,7 @@ class Editor:
         try:
             self.root = yaml.compose(self.text, Loader=yaml.SafeLoader)
         except yaml.YAMLError as exc:
-            raise CannotEdit("intermediate text does not parse: %s" % exc) from None
+            raise CannotEdit(f"intermediate text does not parse: {exc}") from None
         self.lines = self.text.splitlines(True)
         if self.lines and not self.lines[-1].endswith("\n"):
             self.lines[-1] += "\n"
@@ -237,7 +237,7 @@ class Editor:
             else:
                 node = self.map_value(node, part)
                 if node is None:
-                    raise CannotEdit("missing key %s" % part)
+                    raise CannotEdit(f"missing key {part}")
         return node
 
     @staticmethod
@@ -400,7 +400,7 @@ class Editor:
                 continue
             line = self.lines[key_node.start_mark.line]
             if line[: key_node.start_mark.column].strip():
-                raise CannotEdit("key %s shares its line (first key of a sequence item?)" % key)
+                raise CannotEdit(f"key {key} shares its line (first key of a sequence item?)")
             start = key_node.start_mark.line
             end = self.last_line(value_node)
             if pos + 1 < len(map_node.value) and map_node.value[pos + 1][0].start_mark.line <= end:
@@ -409,7 +409,7 @@ class Editor:
             del lines[start : end + 1]
             self._commit(lines)
             return
-        raise CannotEdit("key %s not found" % key)
+        raise CannotEdit(f"key {key} not found")
 
     def replace_scalar(self, node, value):
         start, end = node.start_mark, node.end_mark

@@ -20,29 +20,16 @@ description:
     or hwmon - C(amd_energy) or a platform driver - where RAPL is missing).
   - Works on a machine without cpufreq; RV(cpu_power.cpufreq_available) is then V(false) and
     RV(cpu_power.messages) says why nothing can be applied.
-  - Reads only; never writes sysfs.
 author:
   - poweraware.k8s contributors (@poweraware)
 extends_documentation_fragment:
   - poweraware.k8s.attributes
+  - poweraware.k8s.attributes.info_module
   - poweraware.k8s.attributes.facts
+  - poweraware.k8s.sysfs
 attributes:
-  check_mode:
-    support: full
-    details: Read-only; runs the same in check mode.
-  diff_mode:
-    support: N/A
-    details: Read-only; there is never anything to diff.
-  idempotent:
-    support: full
   facts:
     support: full
-options:
-  sysfs_root:
-    description:
-      - Where sysfs is mounted. Tests and the lab point this at a fake tree.
-    type: path
-    default: /sys
 notes:
   - C(energy_uj) is readable by root only since Linux 5.10 (CVE-2020-8694);
     the C(energy_readable) flag of each zone in RV(cpu_power.rapl) tells whether this run could read it.

@@ -38,6 +38,7 @@ author:
   - poweraware.k8s contributors (@poweraware)
 extends_documentation_fragment:
   - poweraware.k8s.attributes
+  - poweraware.k8s.sysfs
 attributes:
   check_mode:
     support: full
@@ -156,11 +157,6 @@ options:
     type: str
     choices: [present, absent]
     default: present
-  sysfs_root:
-    description:
-      - Where sysfs is mounted. Tests and the lab point this at a fake tree.
-    type: path
-    default: /sys
   state_file:
     description:
       - JSON file holding the original values (recorded once, never overwritten).

@@ -309,26 +309,9 @@ def _fail(module, msg, **kwargs):
 def _validate(module, files):
     """The checks the argument spec cannot make (meaning, not types); returns the normalized extenders."""
     p = module.params
-    errors = []
-    manifest_dir = os.path.dirname(p["manifest_path"].rstrip("/"))
-    for name in ("manifest_path", "config_path", "policy_path", "backup_dir"):
-        if not p[name].startswith("/"):
-            errors.append(f"{name} must be an absolute path on the node, got {p[name]!r}")
-    if inside(p["backup_dir"], manifest_dir):
-        errors.append(
-            f"backup_dir {p['backup_dir']} is the static pod directory or inside it; kubelet would run the backups "
-            "as pods. Use a directory such as /var/lib/poweraware/backups/kube-scheduler"
-        )
+    errors = _path_problems(p, files)
     if p["backup_keep"] < 1:
-        errors.append(f"backup_keep must be at least 1, got {p['backup_keep']}")
-    if not os.path.isdir(files.root):
-        errors.append(f"root {files.root} is not a directory")
-    backup_host = files.host(p["backup_dir"])
-    if os.path.lexists(backup_host) and not os.path.isdir(backup_host):
-        errors.append(
-            f"backup_dir {p['backup_dir']} exists and is not a directory; fix: remove that file or choose another "
-            "backup_dir"
-        )
+        errors.append(f"backup_keep must be at least 1, got {p['backup_keep']}; fix: keep at least one backup")
     extenders = []
     if p["state"] == "present":
         if p["kubernetes_version"]:
@@ -336,15 +319,35 @@ def _validate(module, files):
                 kv.parse_version(p["kubernetes_version"])
             except kv.VersionError as exc:
                 errors.append(str(exc))
-        extenders, ext_errors = sc.normalize_extenders(p["extenders"] or [])
-        errors += ext_errors
-        if not ext_errors:
-            errors += _tls_file_problems(module, files, extenders)
+        extenders, ext_errors = sc.normalize_extenders(p["extenders"])
+        errors += ext_errors or _tls_file_problems(module, files, extenders)
     elif p["extenders"]:
         module.warn("extenders is ignored with state=absent: everything the module added is removed")
     if errors:
         _fail(module, "invalid arguments, nothing was changed: " + "; ".join(errors), errors=errors)
     return extenders
+
+
+def _path_problems(p, files):
+    """Node paths are absolute, backups stay out of the static pod directory, root and backup_dir are directories."""
+    errors = []
+    for name in ("manifest_path", "config_path", "policy_path", "backup_dir"):
+        if not p[name].startswith("/"):
+            errors.append(f"{name} must be an absolute path on the node, got {p[name]!r}")
+    if inside(p["backup_dir"], os.path.dirname(p["manifest_path"].rstrip("/"))):
+        errors.append(
+            f"backup_dir {p['backup_dir']} is the static pod directory or inside it; kubelet would run the backups "
+            "as pods. Use a directory such as /var/lib/poweraware/backups/kube-scheduler"
+        )
+    if not os.path.isdir(files.root):
+        errors.append(f"root {files.root} is not a directory; fix: point root at the node's file tree")
+    backup_host = files.host(p["backup_dir"])
+    if os.path.lexists(backup_host) and not os.path.isdir(backup_host):
+        errors.append(
+            f"backup_dir {p['backup_dir']} exists and is not a directory; fix: remove that file or choose another "
+            "backup_dir"
+        )
+    return errors
 
 
 def _tls_file_problems(module, files, extenders):
@@ -431,7 +434,7 @@ def _result(module, plan):
         "backup_manifest": None,
         "backup_config": None,
         # The annotation exactly as the manifest carries it ("" when nothing of ours is registered).
-        "annotation": ms.encode_record(plan.record) if plan.record is not None and p["state"] == "present" else "",
+        "annotation": plan.annotation,
     }
     if plan.record is not None:
         result.update(mode=plan.mode, config_path=plan.file_path, record=plan.record)
@@ -459,6 +462,12 @@ def run_module(module):
         result["diff"] = _diff(p["manifest_path"], plan)
     if module.check_mode or not plan.changed:
         module.exit_json(**result)
+    _write(module, files, plan, result)
+
+
+def _write(module, files, plan, result):
+    """Write the planned files with backups; on failure put back what can be and say what happened."""
+    p = module.params
     # Order matters for a scheduler that restarts as soon as the manifest changes: the config
     # goes first on present (the new manifest must find it), the manifest first on absent
     # (the old manifest must not lose its file while it still references it).
@@ -483,15 +492,20 @@ def run_module(module):
     _fail(module, f"{failure['reason']}; nothing was changed{undone}", **result)
 
 
-def main():
-    tls_spec = {
+def argument_spec():
+    """The options, their types, defaults and allowed keys (a fresh copy for each AnsibleModule)."""
+    tls = {
         "cert_file": {"type": "path"},
         "key_file": {"type": "path", "no_log": False},
         "ca_file": {"type": "path"},
         "insecure": {"type": "bool", "default": False},
         "server_name": {"type": "str"},
     }
-    extender_spec = {
+    managed_resource = {
+        "name": {"type": "str", "required": True},
+        "ignored_by_scheduler": {"type": "bool", "default": False},
+    }
+    extender = {
         "url_prefix": {"type": "str", "required": True},
         "filter_verb": {"type": "str"},
         "prioritize_verb": {"type": "str"},
@@ -502,29 +516,26 @@ def main():
         "http_timeout": {"type": "str"},
         "node_cache_capable": {"type": "bool", "default": False},
         "ignorable": {"type": "bool", "default": False},
-        "managed_resources": {
-            "type": "list",
-            "elements": "dict",
-            "options": {
-                "name": {"type": "str", "required": True},
-                "ignored_by_scheduler": {"type": "bool", "default": False},
-            },
-        },
-        "tls": {"type": "dict", "options": tls_spec},
+        "managed_resources": {"type": "list", "elements": "dict", "options": managed_resource},
+        "tls": {"type": "dict", "options": tls},
     }
+    return {
+        "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
+        "manifest_path": {"type": "path", "default": "/etc/kubernetes/manifests/kube-scheduler.yaml"},
+        "config_path": {"type": "path", "default": "/etc/kubernetes/scheduler-extender.yaml"},
+        "policy_path": {"type": "path", "default": "/etc/kubernetes/scheduler-extender-policy.json"},
+        "legacy_policy": {"type": "bool", "default": False},
+        "kubernetes_version": {"type": "str"},
+        "extenders": {"type": "list", "elements": "dict", "options": extender},
+        "backup_dir": {"type": "path", "default": "/var/lib/poweraware/backups/kube-scheduler"},
+        "backup_keep": {"type": "int", "default": 5},
+        "root": {"type": "path", "default": "/"},
+    }
+
+
+def main():
     module = AnsibleModule(
-        argument_spec={
-            "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
-            "manifest_path": {"type": "path", "default": "/etc/kubernetes/manifests/kube-scheduler.yaml"},
-            "config_path": {"type": "path", "default": "/etc/kubernetes/scheduler-extender.yaml"},
-            "policy_path": {"type": "path", "default": "/etc/kubernetes/scheduler-extender-policy.json"},
-            "legacy_policy": {"type": "bool", "default": False},
-            "kubernetes_version": {"type": "str"},
-            "extenders": {"type": "list", "elements": "dict", "options": extender_spec},
-            "backup_dir": {"type": "path", "default": "/var/lib/poweraware/backups/kube-scheduler"},
-            "backup_keep": {"type": "int", "default": 5},
-            "root": {"type": "path", "default": "/"},
-        },
+        argument_spec=argument_spec(),
         required_if=[("state", "present", ["extenders"])],
         supports_check_mode=True,
     )

@@ -14,20 +14,11 @@ description:
     pairs them at equal evaluation timestamps.
   - The result feeds the P(poweraware.k8s.power_model#filter) filter, as the role
     C(poweraware.k8s.power_models) does.
-  - Reads only; never changes Prometheus.
 author:
   - poweraware.k8s contributors (@poweraware)
 extends_documentation_fragment:
   - poweraware.k8s.attributes
-attributes:
-  check_mode:
-    support: full
-    details: Read-only; runs the same in check mode.
-  diff_mode:
-    support: N/A
-    details: Read-only; there is never anything to diff.
-  idempotent:
-    support: full
+  - poweraware.k8s.attributes.info_module
 options:
   url:
     description:

@@ -67,7 +67,7 @@ STUBS: dict[str, dict] = {
     "prometheus_adapter": {"_prometheus_adapter_checksum": "c0ffee", "_prometheus_adapter_ca_b64": "Q0E="},
     "tas": {"_tas_cp_label": "node-role.kubernetes.io/control-plane", "_tas_tls_checksum": "c0ffee"},
     "scheduler_extender": {
-        "scheduler_extender_result": {
+        "_scheduler_extender_result": {
             "backup_manifest": "/var/lib/poweraware/backups/kube-scheduler/m.bak",
             "backup_config": "",
             "config_path": "/etc/kubernetes/scheduler-extender.yaml",

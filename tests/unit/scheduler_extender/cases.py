@@ -114,3 +114,13 @@ CASES += [
         reemitted=True,
     ),
 ]
+
+
+def typed(extenders: list) -> tuple[list, list[str]]:
+    """The extenders as the module's argument spec hands them over (types, defaults), and its errors."""
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+    from ansible_collections.poweraware.k8s.plugins.modules import kube_scheduler_extender
+
+    spec = {"extenders": kube_scheduler_extender.argument_spec()["extenders"]}
+    result = ArgumentSpecValidator(spec).validate({"extenders": extenders})
+    return result.validated_parameters["extenders"], [error.msg for error in result.errors.errors]

@@ -110,6 +110,15 @@ def test_backup_retention(node):
             "does not exist",
         ),
         ({"backup_keep": 0}, "backup_keep must be at least 1"),
+        # types and allowed keys belong to the argument spec (AnsibleModule's own messages)
+        ({"extenders": [dict(TAS_EXTENDER, colour="red")]}, r"Unsupported parameters .*extenders\.colour\."),
+        ({"extenders": [dict(TAS_EXTENDER, tls={"bogus": 1})]}, r"Unsupported parameters .*extenders\.tls\.bogus\."),
+        (
+            {"extenders": [dict(TAS_EXTENDER, managed_resources=[{"name": "telemetry/scheduling", "extra": 1}])]},
+            r"Unsupported parameters .*extenders\.managed_resources\.extra\.",
+        ),
+        ({"extenders": [dict(TAS_EXTENDER, weight="heavy")]}, r"argument 'weight' .*unable to convert to int"),
+        ({"extenders": []}, "extenders must be a non-empty list"),
     ],
 )
 def test_refusals_change_nothing(node, extra, message):
@@ -181,3 +190,23 @@ def test_temp_file_never_visible_to_kubelet(node, monkeypatch):
     monkeypatch.setattr(_node_files.tempfile, "mkstemp", spy)
     run(args(node))
     assert seen and all(name.startswith(".") for name in seen)
+
+
+def test_strings_from_extra_vars_behave_like_yaml_values(node):
+    """-e values arrive as strings; the argument spec converts them as YAML would."""
+    ext = dict(TAS_EXTENDER, weight="3", ignorable="yes", node_cache_capable="false")
+    ext["managed_resources"] = [{"name": "telemetry/scheduling", "ignored_by_scheduler": "true"}]
+    result = run(args(node, extenders=[ext], backup_keep="2", legacy_policy="no"))
+    assert result["changed"], result.get("msg")
+    (entry,) = yaml.safe_load((node / CONFIG.lstrip("/")).read_text())["extenders"]
+    assert entry["weight"] == 3 and entry["ignorable"] is True and "nodeCacheCapable" not in entry
+    assert entry["managedResources"] == [{"name": "telemetry/scheduling", "ignoredByScheduler": True}]
+
+
+def test_annotation_is_the_string_the_manifest_carries(node):
+    result = run(args(node))
+    manifest = yaml.safe_load((node / MANIFEST.lstrip("/")).read_text())
+    assert result["annotation"] == manifest["metadata"]["annotations"]["poweraware.k8s/scheduler-extender"]
+    assert json.loads(result["annotation"]) == result["record"]
+    assert run(args(node))["annotation"] == result["annotation"]
+    assert run({"root": str(node), "state": "absent"})["annotation"] == ""
