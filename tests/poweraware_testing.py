@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import os
 import pathlib
+import sys
 
 
 def tree_digest(root: pathlib.Path, mtimes: bool = False) -> str:
@@ -47,3 +49,13 @@ def as_target_process():
         _internal.is_controller = saved_controller
         warnings._global_warnings.clear()
         warnings._global_warnings.update(saved_warnings)
+
+
+def load_module(name: str, path: pathlib.Path):
+    """Import the file at ``path`` as module ``name`` (registered in sys.modules, so it can be imported
+    by that name: a collectd plugin's neighbour, a lab script that is not a package module)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

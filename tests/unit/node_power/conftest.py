@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import pathlib
 import sys
 
 import pytest
-from poweraware_testing import tree_digest
+from poweraware_testing import load_module, tree_digest
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 HERE = pathlib.Path(__file__).resolve().parent
@@ -16,15 +15,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 
-def _load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-fake_sysfs = _load("poweraware_lab_fake_sysfs", REPO_ROOT / "lab" / "fake_sysfs.py")
+fake_sysfs = load_module("poweraware_lab_fake_sysfs", REPO_ROOT / "lab" / "fake_sysfs.py")
 
 
 class Node:

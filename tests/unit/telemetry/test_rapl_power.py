@@ -3,28 +3,19 @@
 from __future__ import annotations
 
 import errno
-import importlib.util
 import pathlib
-import sys
 
 import pytest
+from poweraware_testing import load_module
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 PLUGIN = REPO / "roles" / "collectd" / "files" / "rapl_power.py"
 ZONES = REPO / "plugins" / "module_utils" / "_power_zones.py"
 
 
-def _load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 # As in the collectd pod: _power_zones.py sits beside the plugin and imports as a top-level module.
-zones = _load("_power_zones", ZONES)
-rapl = _load("rapl_power", PLUGIN)
+zones = load_module("_power_zones", ZONES)
+rapl = load_module("rapl_power", PLUGIN)
 
 BIG = 262_143_328_850
 
