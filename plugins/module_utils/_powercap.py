@@ -152,13 +152,13 @@ def _check_zone(zone, con, fields, problems):
     prefix = f"constraint_{con['index']}"
     if con["max_power_uw"] and uw > con["max_power_uw"]:
         problems.append(
-            f"power_cap.watts={fields['watts']} is above {where}'s {con['name']} max_power_uw "
+            f"power_cap.watts={fields['watts']:g} is above {where}'s {con['name']} max_power_uw "
             f"{con['max_power_uw'] / 1e6:g} W ({prefix}_max_power_uw): the kernel would accept it but the hardware "
             f"would never reach it; use at most {con['max_power_uw'] / 1e6:g}"
         )
     if con["min_power_uw"] and uw < con["min_power_uw"]:
         problems.append(
-            f"power_cap.watts={fields['watts']} is below {where}'s {con['name']} min_power_uw "
+            f"power_cap.watts={fields['watts']:g} is below {where}'s {con['name']} min_power_uw "
             f"{con['min_power_uw'] / 1e6:g} W ({prefix}_min_power_uw); use at least {con['min_power_uw'] / 1e6:g}"
         )
     window = fields["time_window_us"]

@@ -385,7 +385,9 @@ def test_cstates_uncore_and_power_cap_over_ssh(lab):
     over = {**OTHER_CONTROLS, "cpu_power_power_cap": {"watts": 400}}
     refused = lab.run(limit=host, extra_vars=over)
     assert refused.rc != 0
-    assert "power_cap.watts=400 is above intel-rapl:0 (package-0)'s long_term max_power_uw 125 W" in refused.stdout
+    assert "power_cap.watts=400 is above intel-rapl:0 (package-0)'s long_term max_power_uw 125 W" in refused.stdout, (
+        str(refused)
+    )
     assert lab.everything() == applied
 
     lab.power_cycle(host)  # the kernel comes back at power-on values; the boot unit applies all three
