@@ -59,3 +59,29 @@ def load_module(name: str, path: pathlib.Path):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+# The TAS extender as BMRA and TAS's own deploy/extender-configuration register it in a hand-written
+# KubeSchedulerConfiguration (tests that need a foreign extender managing telemetry/scheduling).
+_TAS_EXTENDER_CONFIG = """\
+apiVersion: kubescheduler.config.k8s.io/{version}
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: /etc/kubernetes/scheduler.conf
+extenders:
+  - urlPrefix: "https://tas-service.telemetry-aware-scheduling.svc:9001"
+    prioritizeVerb: "scheduler/prioritize"
+    filterVerb: "scheduler/filter"
+    weight: 1
+    enableHTTPS: true
+    managedResources:
+      - name: "telemetry/scheduling"
+        ignoredByScheduler: true
+    ignorable: true
+"""
+
+
+def tas_extender_config(version: str = "v1") -> str:
+    """A scheduler configuration (apiVersion kubescheduler.config.k8s.io/``version``) whose only
+    extender is TAS as BMRA registers it."""
+    return _TAS_EXTENDER_CONFIG.format(version=version)

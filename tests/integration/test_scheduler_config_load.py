@@ -36,6 +36,7 @@ from extender_server import make_ca
 UNIT = pathlib.Path(__file__).resolve().parents[1] / "unit" / "scheduler_extender"
 sys.path.insert(0, str(UNIT))
 from cases import GOLDEN, LOOPBACK_EXTENDER, TAS_EXTENDER, USER_CONFIG_PATH  # noqa: E402
+from poweraware_testing import tas_extender_config  # noqa: E402
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -59,23 +60,6 @@ extenders:
     managedResources:
       - name: "example.com/gpu"
         ignoredByScheduler: true
-"""
-
-BMRA_TAS_V1 = """\
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-clientConnection:
-  kubeconfig: /etc/kubernetes/scheduler.conf
-extenders:
-  - urlPrefix: "https://tas-service.telemetry-aware-scheduling.svc:9001"
-    prioritizeVerb: "scheduler/prioritize"
-    filterVerb: "scheduler/filter"
-    weight: 1
-    enableHTTPS: true
-    managedResources:
-      - name: "telemetry/scheduling"
-        ignoredByScheduler: true
-    ignorable: true
 """
 
 
@@ -144,7 +128,7 @@ REFUSED = [
         "duplicate-managed-resource-with-bmra-tas",
         "merge/kubeadm-config-1.29.yaml",
         [TAS_EXTENDER],
-        files={USER_CONFIG_PATH: BMRA_TAS_V1},
+        files={USER_CONFIG_PATH: tas_extender_config("v1")},
         refused_by_scheduler="duplicate extender managed resource name",
         refused_by_module="duplicate extender managed resource name",
     ),

@@ -15,27 +15,10 @@ from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_versi
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from cases import CONFIG_PATH, GOLDEN, MANIFEST_PATH, POLICY_PATH, TAS_EXTENDER, TAS_URL, USER_CONFIG_PATH  # noqa: E402
+from poweraware_testing import tas_extender_config  # noqa: E402
 
 MERGE_MANIFEST = (GOLDEN / "merge/kubeadm-config-1.29.yaml").read_text()
 LOOPBACK = {"url_prefix": "http://127.0.0.1:9001/scheduler", "filter_verb": "filter"}
-
-# The extender BMRA (and TAS's own deploy/extender-configuration) registers, at another urlPrefix.
-BMRA_CONFIG = """\
-apiVersion: kubescheduler.config.k8s.io/{version}
-kind: KubeSchedulerConfiguration
-clientConnection:
-  kubeconfig: /etc/kubernetes/scheduler.conf
-extenders:
-  - urlPrefix: "https://tas-service.telemetry-aware-scheduling.svc:9001"
-    prioritizeVerb: "scheduler/prioritize"
-    filterVerb: "scheduler/filter"
-    weight: 1
-    enableHTTPS: true
-    managedResources:
-      - name: "telemetry/scheduling"
-        ignoredByScheduler: true
-    ignorable: true
-"""
 
 
 def plan(extenders, files=None, manifest=MERGE_MANIFEST, version=None, **kw):
@@ -166,7 +149,7 @@ def test_our_two_extenders_managing_one_resource_refused():
 
 def test_merged_with_bmra_tas_extender_refused_naming_both():
     """Item 6/7: BMRA's TAS extender already manages telemetry/scheduling at another urlPrefix."""
-    files = {USER_CONFIG_PATH: BMRA_CONFIG.format(version="v1")}
+    files = {USER_CONFIG_PATH: tas_extender_config("v1")}
     with pytest.raises(ms.ManifestError) as info:
         plan([TAS_EXTENDER], files)
     assert info.value.errors == [
@@ -198,7 +181,7 @@ def test_second_binder_and_bad_weight_in_users_file_all_reported():
 
 def test_replaced_entry_is_not_counted_twice():
     """Our urlPrefix already in the file (an older version of our entry) is replaced, not duplicated."""
-    files = {USER_CONFIG_PATH: BMRA_CONFIG.format(version="v1").replace(".svc:9001", ".svc.cluster.local:9001")}
+    files = {USER_CONFIG_PATH: tas_extender_config("v1").replace(".svc:9001", ".svc.cluster.local:9001")}
     result = plan([TAS_EXTENDER], files)
     assert [e["urlPrefix"] for e in yaml.safe_load(result.file_after)["extenders"]] == [TAS_URL]
 
@@ -223,7 +206,7 @@ def test_valid_merge_still_passes():
     ],
 )
 def test_served_older_version_is_converted(source, minor, target):
-    original = BMRA_CONFIG.format(version=source).replace("telemetry/scheduling", "example.com/gpu")
+    original = tas_extender_config(source).replace("telemetry/scheduling", "example.com/gpu")
     files = {USER_CONFIG_PATH: original}
     result = plan([TAS_EXTENDER], files, manifest=manifest_for(minor))
     assert result.api_version == f"kubescheduler.config.k8s.io/{target}"
@@ -243,7 +226,7 @@ def test_served_older_version_is_converted(source, minor, target):
 
 
 def test_newest_version_is_not_touched():
-    files = {USER_CONFIG_PATH: BMRA_CONFIG.format(version="v1beta3").replace("telemetry/scheduling", "a.b/c")}
+    files = {USER_CONFIG_PATH: tas_extender_config("v1beta3").replace("telemetry/scheduling", "a.b/c")}
     result = plan([TAS_EXTENDER], files, manifest=manifest_for(24))
     assert result.api_version.endswith("/v1beta3") and not result.warnings
 
@@ -263,7 +246,7 @@ def test_newest_version_is_not_touched():
     ],
 )
 def test_unsafe_conversion_keeps_file_and_warns(extra, blocker):
-    original = BMRA_CONFIG.format(version="v1beta3").replace("telemetry/scheduling", "a.b/c") + extra
+    original = tas_extender_config("v1beta3").replace("telemetry/scheduling", "a.b/c") + extra
     result = plan([LOOPBACK], {USER_CONFIG_PATH: original}, manifest=manifest_for(26))
     assert result.api_version.endswith("/v1beta3")
     assert result.file_after.startswith(original.split("extenders:")[0])  # apiVersion kept
