@@ -2,9 +2,12 @@
 
 It speaks k8s.io/kube-scheduler/extender/v1 (docs/scheduler-extender.md): POST <prefix>/filter and
 <prefix>/prioritize with an ``ExtenderArgs`` body (``Pod``, ``Nodes`` or ``NodeNames``; either
-key case). Filter keeps only the preferred node (the others are ``FailedNodes``); prioritize gives
-it 10 and the others 0. Every request is recorded (verb, pod namespace/name, candidate nodes,
-client certificate subject) so a test can prove which pods were sent and which were not.
+key case). Filter refuses only the excluded node (it is the one ``FailedNodes`` entry) and keeps
+the others, so the scheduler still has a choice and must call prioritize; prioritize gives the
+preferred node 10 and the others 0. A pod that lands on the preferred node was therefore placed
+by the extender's priorities, and one that never lands on the excluded node by its filter. Every
+request is recorded (verb, pod namespace/name, candidate nodes, client certificate subject) so a
+test can prove which pods were sent, with which candidates, and which were not.
 
 Also: ``make_ca``/``issue`` build a throw-away CA and certificates with ``cryptography``.
 """
@@ -115,8 +118,18 @@ class Call:
 class ExtenderServer:
     """Serve the extender on 127.0.0.1:<free port> until ``stop()``; ``calls`` lists the requests."""
 
-    def __init__(self, server_pem: Pem, client_ca: pathlib.Path, preferred_node: str, prefix: str = "/scheduler"):
+    def __init__(
+        self,
+        server_pem: Pem,
+        client_ca: pathlib.Path,
+        preferred_node: str,
+        excluded_node: str,
+        prefix: str = "/scheduler",
+    ):
+        if preferred_node == excluded_node:
+            raise ValueError("the preferred node cannot be the excluded one")
         self.preferred = preferred_node
+        self.excluded = excluded_node
         self.prefix = prefix.rstrip("/")
         self.calls: list[Call] = []
         self.errors: list[str] = []
@@ -177,8 +190,8 @@ class ExtenderServer:
         with self._lock:
             self.calls.append(Call(verb or "?", pod_name, candidates, subject))
         if verb == "filter":
-            failed = {n: "not the preferred node of the test extender" for n in candidates if n != self.preferred}
-            keep = [n for n in candidates if n == self.preferred]
+            failed = {n: "excluded by the test extender" for n in candidates if n == self.excluded}
+            keep = [n for n in candidates if n != self.excluded]
             result = {"FailedNodes": failed, "Error": ""}
             if names is not None:
                 result["NodeNames"] = keep

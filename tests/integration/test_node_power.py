@@ -36,6 +36,10 @@ HOSTS = {
     # C-states (intel_idle), legacy uncore directories and RAPL package limits: the other controls
     "np-idle": ("intel_idle_uncore", None),
 }
+# The fleet the general tests converge; np-idle is driven by its own test (its own inventory), which
+# keeps the seven-host runs as they were.
+IDLE_HOST = "np-idle"
+FLEET = [h for h in HOSTS if h != IDLE_HOST]
 CERT_FILES = ("ca", "appqos", "client")
 # What the roles write on a node (its disk, as this machine sees it), besides the kernel.
 NODE_PATHS = ("etc/certs", "etc/poweraware", "etc/systemd/system", "usr/local/lib/poweraware", "var/lib/poweraware")
@@ -66,6 +70,7 @@ class Hosts:
         self.pools = yaml.safe_load(LAB_POOLS.read_text())
         self.inventory = self.write_inventory("hosts.yml", {**self.pools, "cpu_power_shared_profile": "shared"})
         self.defaults_inventory = self.write_inventory("defaults.yml", {})
+        self.idle_inventory = self.write_inventory("idle.yml", self.pools, names=[IDLE_HOST])
 
     def spawn(self, name: str, argv: list[str]) -> dict:
         info = process.spawn(argv, self.base / "logs" / f"{name.replace('/', '-')}.log", self.base, self.base)
@@ -85,11 +90,15 @@ class Hosts:
         for name, info in self.running.items():
             self.hosts.stop(name.split("/", 1)[1], info)
 
-    def write_inventory(self, name: str, group_vars: dict) -> pathlib.Path:
+    def write_inventory(self, name: str, group_vars: dict, names: list[str] = FLEET) -> pathlib.Path:
         ssh = self.hosts.ssh_dir
         inventory = {
             "all": {
-                "children": {"kube_node": {"hosts": {n.name: {"ansible_host": n.address} for n in self.node_list}}},
+                "children": {
+                    "kube_node": {
+                        "hosts": {n.name: {"ansible_host": n.address} for n in self.node_list if n.name in names}
+                    }
+                },
                 "vars": {
                     "ansible_user": nodes.LOGIN_USER,
                     "ansible_python_interpreter": "/usr/bin/python3",
@@ -149,7 +158,7 @@ def test_check_mode_on_fresh_nodes_changes_nothing(lab):
 def test_defaults_slow_nothing(lab):
     """With no pools and the defaults, no CPU is touched (issue: a first run capped every CPU at 40 %)."""
     cpufreq = lab.cpufreq()
-    result = lab.run(inventory=lab.defaults_inventory)
+    result = lab.run(inventory=lab.defaults_inventory, tags=["cpu_power"])
     assert result.rc == 0, str(result)
     assert lab.cpufreq() == cpufreq
     assert "capped at" not in result.stdout
@@ -219,7 +228,7 @@ def test_check_mode_after_converge_changes_nothing(lab):
 
 
 def test_certificate_permissions(lab):
-    for host in HOSTS:
+    for host in FLEET:
         certs = lab.certs(host)
         assert stat.S_IMODE(certs.stat().st_mode) == 0o700
         for name in CERT_FILES:
@@ -360,17 +369,22 @@ APPLIED = {
 }
 
 
+def _idle_run(lab, **kwargs):
+    """cpu_power on the np-idle host only (its own inventory: the lab's pools, no shared profile)."""
+    return lab.run(inventory=lab.idle_inventory, tags=["cpu_power"], **kwargs)
+
+
 def test_cstates_uncore_and_power_cap_over_ssh(lab):
     """Idle states per pool, the uncore range and a package cap on a worker reached over SSH: check mode
     first, apply, re-apply (changed=0), a refused cap that changes nothing, a power cycle after which
     the boot unit restores all three, and `state: absent` back to the node's power-on tree."""
-    host = "np-idle"
+    host = IDLE_HOST
     converged = lab.everything()
-    result = lab.run(limit=host, check=True, diff=True, extra_vars=OTHER_CONTROLS)
+    result = _idle_run(lab, check=True, diff=True, extra_vars=OTHER_CONTROLS)
     assert result.rc == 0 and result.changed > 0, str(result)
     assert lab.everything() == converged
 
-    result = lab.run(limit=host, extra_vars=OTHER_CONTROLS)
+    result = _idle_run(lab, extra_vars=OTHER_CONTROLS)
     assert result.rc == 0, str(result)
     assert _other_controls(lab, host) == APPLIED
     assert (lab.sys(host) / "class/powercap/intel-rapl:0/enabled").read_text().strip() == "1"
@@ -378,12 +392,12 @@ def test_cstates_uncore_and_power_cap_over_ssh(lab):
     node_level = [a for a in config["assignments"] if "uncore" in a or "power_cap" in a]
     assert len(node_level) == 1 and node_level[0]["uncore"] and node_level[0]["power_cap"], config
     applied = lab.everything()
-    again = lab.run(limit=host, extra_vars=OTHER_CONTROLS)
+    again = _idle_run(lab, extra_vars=OTHER_CONTROLS)
     assert again.rc == 0 and again.changed == 0, str(again)
     assert lab.everything() == applied
 
     over = {**OTHER_CONTROLS, "cpu_power_power_cap": {"watts": 400}}
-    refused = lab.run(limit=host, extra_vars=over)
+    refused = _idle_run(lab, extra_vars=over)
     assert refused.rc != 0
     assert "power_cap.watts=400 is above intel-rapl:0 (package-0)'s long_term max_power_uw 125 W" in refused.stdout, (
         str(refused)
@@ -394,9 +408,11 @@ def test_cstates_uncore_and_power_cap_over_ssh(lab):
     boot_log = (lab.base / "logs" / f"node-{host}.log").read_text()
     assert "boot: Finished poweraware-cpu-power.service" in boot_log, boot_log[-3000:]
     assert _other_controls(lab, host) == APPLIED
-    assert lab.run(limit=host, extra_vars=OTHER_CONTROLS).changed == 0
+    assert _idle_run(lab, extra_vars=OTHER_CONTROLS).changed == 0
 
-    result = lab.run(limit=host, extra_vars={**OTHER_CONTROLS, "cpu_power_state": "absent"})
+    result = lab.run(
+        inventory=lab.idle_inventory, tags=["cpu_power"], extra_vars={**OTHER_CONTROLS, "cpu_power_state": "absent"}
+    )
     assert result.rc == 0, str(result)
     assert tree_digest(lab.sys(host)) == lab.pristine_sys[host]
     assert not (lab.disk(host) / "etc/systemd/system/poweraware-cpu-power.service").exists()
@@ -480,9 +496,9 @@ def _write_on_node(lab, host: str, path: str, text: str) -> None:
 
 
 def test_absent_restores_originals(lab):
-    result = lab.run(extra_vars={"cpu_power_state": "absent"})
+    result = lab.run(tags=["cpu_power"], extra_vars={"cpu_power_state": "absent"})
     assert result.rc == 0, str(result)
-    for host in HOSTS:
+    for host in FLEET:
         if host != "np-intel":  # restored values are written again: compare contents, not mtimes
             assert tree_digest(lab.sys(host)) == lab.pristine_sys[host], host
         assert not (lab.disk(host) / "etc/systemd/system/poweraware-cpu-power.service").exists()
@@ -492,6 +508,6 @@ def test_absent_restores_originals(lab):
         assert lab.policy("np-intel", f"policy{cpu}", "energy_performance_preference") == "balance_performance"
         assert lab.policy("np-intel", f"policy{cpu}", "scaling_min_freq") == "800000"
         assert lab.policy("np-intel", f"policy{cpu}", "scaling_max_freq") == "3900000"
-    again = lab.run(extra_vars={"cpu_power_state": "absent"})
+    again = lab.run(tags=["cpu_power"], extra_vars={"cpu_power_state": "absent"})
     assert again.rc == 0, str(again)
     assert again.changed == 0, str(again)

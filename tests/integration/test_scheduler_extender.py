@@ -7,7 +7,9 @@ extender, scheduling proof and rollback proof (issue 5, docs/scheduler-extender.
    scheduler and for its mirror pod (read from the node with kubeadm's admin.conf and the Kubernetes
    client the play installs there); a second run changes nothing.
 2. A pod requesting ``telemetry/scheduling`` is sent to the extender (mutual TLS, filter and
-   prioritize) and lands on the node the extender prefers; a pod without it is never sent.
+   prioritize: the filter refuses one worker, which prioritize then never sees, and prioritize has
+   two feasible workers to choose from) and lands on the node the extender prefers; a pod without
+   it is never sent.
 3. A deliberately broken configuration (a CA bundle that is not PEM: kube-scheduler exits while
    building the extender) is rolled back: the play fails with the scheduler's log, the manifest
    and config are back byte for byte, and the scheduler schedules again (through the extender).
@@ -61,7 +63,11 @@ def node_ca(lab, pki):
 @pytest.fixture(scope="module")
 def extender(lab, pki, node_ca):
     ca, server_pem = pki
-    server = ExtenderServer(server_pem, ca.cert, preferred_node=lab.worker_nodes[-1]).start()
+    # Three workers: the filter refuses the first, prioritize prefers the last; the middle one is a
+    # feasible node the scheduler would be as happy with, were it not for the extender's scores.
+    workers = sorted(lab.worker_nodes)
+    assert len(workers) >= 3, f"the extender test needs three workers, the lab has {workers}"
+    server = ExtenderServer(server_pem, ca.cert, preferred_node=workers[-1], excluded_node=workers[0]).start()
     yield server
     server.stop()
 
@@ -179,9 +185,14 @@ def test_pod_with_telemetry_resource_goes_to_extender_and_preferred_node(lab, ex
     lab.wait_scheduler_healthy(60)
     pod, node = _schedule(lab, telemetry=True)
     assert node == extender.preferred, f"{pod} landed on {node}, extender prefers {extender.preferred}"
-    verbs = {c.verb for c in extender.calls_for(pod)}
-    assert {"filter", "prioritize"} <= verbs or verbs == {"filter"}, extender.calls_for(pod)
-    assert "filter" in verbs
+    calls = extender.calls_for(pod)
+    by_verb = {c.verb: c for c in calls}
+    assert set(by_verb) == {"filter", "prioritize"}, calls
+    # the filter saw the excluded node; the scheduler honoured the refusal: prioritize never got it
+    assert extender.excluded in by_verb["filter"].nodes, calls
+    assert extender.excluded not in by_verb["prioritize"].nodes, calls
+    # and prioritize had a real choice: the preferred node and at least one other feasible node
+    assert extender.preferred in by_verb["prioritize"].nodes and len(by_verb["prioritize"].nodes) >= 2, calls
     # mutual TLS: the scheduler presented the client certificate the role issued
     assert all(c.client and "kube-scheduler-tas-client" in c.client for c in extender.calls_for(pod))
     assert not extender.errors
@@ -189,10 +200,13 @@ def test_pod_with_telemetry_resource_goes_to_extender_and_preferred_node(lab, ex
 
 
 def test_pod_without_the_resource_is_never_sent(lab, extender, registered):
+    # A telemetry pod first, in this test: the extender is reachable and called for it ...
+    control, _control_node = _schedule(lab, telemetry=True)
+    assert extender.calls_for(control), f"the extender saw no request for {control}"
+    # ... and never for a pod without the resource, whichever node it lands on.
     pod, _node = _schedule(lab, telemetry=False)
     time.sleep(1)
     assert extender.calls_for(pod) == []
-    assert extender.calls, "the extender saw no request at all (is the telemetry test missing?)"
     print(f"PROOF not sent: {pod} (no {RESOURCE}) -> scheduled, extender calls for it: {extender.calls_for(pod)}")
 
 
@@ -222,7 +236,7 @@ def test_broken_configuration_is_rolled_back(lab, pki, extender, registered):
     # and the scheduler schedules again, through the extender
     pod, node = _schedule(lab, telemetry=True)
     assert node == extender.preferred
-    assert extender.calls_for(pod)
+    assert {c.verb for c in extender.calls_for(pod)} == {"filter", "prioritize"}, extender.calls_for(pod)
     plain, _plain_node = _schedule(lab, telemetry=False)
     assert extender.calls_for(plain) == []
     report = report.split("PLAY RECAP")[0]
