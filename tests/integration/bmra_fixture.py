@@ -148,18 +148,6 @@ class BmraState:
 
 
 # --- Kubernetes API helpers ----------------------------------------------------------------------
-def _apis(lab):
-    from kubernetes import client
-
-    api_client = lab.api_client()
-    return {
-        "core": client.CoreV1Api(api_client),
-        "apps": client.AppsV1Api(api_client),
-        "ext": client.ApiextensionsV1Api(api_client),
-        "reg": client.ApiregistrationV1Api(api_client),
-    }
-
-
 def _read(apis, kind, namespace, name):
     """The object as a plain dict, or None."""
     from kubernetes.client.rest import ApiException
@@ -585,7 +573,7 @@ def manifest_record_present(lab) -> bool:
 # --- install / cleanup ---------------------------------------------------------------------------
 def remove_our_conflicting_objects(lab) -> list[str]:
     """Delete the collection's objects that carry BMRA's names; return what was deleted."""
-    apis = _apis(lab)
+    apis = lab.apis()
     deleted = []
     for item in OUR_CONFLICTING:
         obj = _read(apis, *item)
@@ -605,7 +593,7 @@ def install(lab) -> BmraState:
             "playbooks/scheduler_extender.yml -e scheduler_extender_state=absent first"
         )
     remove_our_conflicting_objects(lab)
-    apis = _apis(lab)
+    apis = lab.apis()
     ca_b64 = base64.b64encode(pathlib.Path(lab.ca_cert).read_bytes()).decode()
     state = BmraState(original_manifest=lab.scheduler_manifest.read_bytes(), created=[])
     try:
@@ -673,7 +661,7 @@ def cleanup(lab, state: BmraState) -> None:
             cp, "/etc/kubernetes/manifests/kube-scheduler.yaml", state.original_manifest.decode(), "0600"
         )
     lab.ssh(cp, f"rm -rf {TAS_SSL} {CONFIG_PATH}", sudo=True, check=False)
-    apis = _apis(lab)
+    apis = lab.apis()
     for item in reversed(state.created):
         try:
             _delete(apis, *item)
@@ -697,7 +685,7 @@ def cleanup(lab, state: BmraState) -> None:
 # --- what the tests compare ----------------------------------------------------------------------
 def bmra_versions(lab, state: BmraState) -> dict[str, str]:
     """resourceVersion of every object BMRA's fixture created (missing ones as 'missing')."""
-    apis = _apis(lab)
+    apis = lab.apis()
     out = {}
     for kind, namespace, name in state.created:
         obj = _read(apis, kind, namespace, name)

@@ -121,6 +121,22 @@ class LabHandle:
         config.load_kube_config(config_file=str(self.kubeconfig), client_configuration=configuration)
         return client.ApiClient(configuration)
 
+    def apis(self) -> dict:
+        """Typed Kubernetes API clients for the lab, by short name (core, apps, ext, reg, custom, ...)."""
+        from kubernetes import client
+
+        api_client = self.api_client()
+        return {
+            "core": client.CoreV1Api(api_client),
+            "apps": client.AppsV1Api(api_client),
+            "ext": client.ApiextensionsV1Api(api_client),
+            "reg": client.ApiregistrationV1Api(api_client),
+            "custom": client.CustomObjectsApi(api_client),
+            "authz": client.AuthorizationV1Api(api_client),
+            "autoscaling": client.AutoscalingV2Api(api_client),
+            "rbac": client.RbacAuthorizationV1Api(api_client),
+        }
+
     def scheduler_healthy(self) -> bool:
         context = ssl.create_default_context()
         context.check_hostname = False
@@ -195,16 +211,5 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(scope="session")
 def api(lab):
-    """Typed Kubernetes API clients for the lab, by short name (core, apps, ext, custom, ...)."""
-    from kubernetes import client
-
-    api_client = lab.api_client()
-    return {
-        "core": client.CoreV1Api(api_client),
-        "apps": client.AppsV1Api(api_client),
-        "ext": client.ApiextensionsV1Api(api_client),
-        "custom": client.CustomObjectsApi(api_client),
-        "authz": client.AuthorizationV1Api(api_client),
-        "autoscaling": client.AutoscalingV2Api(api_client),
-        "rbac": client.RbacAuthorizationV1Api(api_client),
-    }
+    """Typed Kubernetes API clients for the lab (LabHandle.apis)."""
+    return lab.apis()

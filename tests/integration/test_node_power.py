@@ -39,7 +39,7 @@ HOSTS = {
 # The fleet the general tests converge; np-idle is driven by its own test (its own inventory), which
 # keeps the seven-host runs as they were.
 IDLE_HOST = "np-idle"
-FLEET = [h for h in HOSTS if h != IDLE_HOST]
+FLEET = tuple(h for h in HOSTS if h != IDLE_HOST)
 CERT_FILES = ("ca", "appqos", "client")
 # What the roles write on a node (its disk, as this machine sees it), besides the kernel.
 NODE_PATHS = ("etc/certs", "etc/poweraware", "etc/systemd/system", "usr/local/lib/poweraware", "var/lib/poweraware")
@@ -70,7 +70,7 @@ class Hosts:
         self.pools = yaml.safe_load(LAB_POOLS.read_text())
         self.inventory = self.write_inventory("hosts.yml", {**self.pools, "cpu_power_shared_profile": "shared"})
         self.defaults_inventory = self.write_inventory("defaults.yml", {})
-        self.idle_inventory = self.write_inventory("idle.yml", self.pools, names=[IDLE_HOST])
+        self.idle_inventory = self.write_inventory("idle.yml", self.pools, names=(IDLE_HOST,))
 
     def spawn(self, name: str, argv: list[str]) -> dict:
         info = process.spawn(argv, self.base / "logs" / f"{name.replace('/', '-')}.log", self.base, self.base)
@@ -90,7 +90,7 @@ class Hosts:
         for name, info in self.running.items():
             self.hosts.stop(name.split("/", 1)[1], info)
 
-    def write_inventory(self, name: str, group_vars: dict, names: list[str] = FLEET) -> pathlib.Path:
+    def write_inventory(self, name: str, group_vars: dict, names: tuple[str, ...] = FLEET) -> pathlib.Path:
         ssh = self.hosts.ssh_dir
         inventory = {
             "all": {

@@ -235,22 +235,14 @@ def test_ours_there_deploys(component, choice):
     assert c.decide(component, choice, ours, expected) == {"action": "deploy", "message": "", "objects": []}
 
 
+@pytest.mark.parametrize("choice", ["fail", "adopt"])
 @pytest.mark.parametrize("component", sorted(CASES))
-def test_theirs_there_fail(component):
+def test_theirs_there(component, choice):
     expected, _ours, theirs = CASES[component]
-    assert c.decide(component, "fail", theirs, expected) == {
-        "action": "fail",
-        "message": FAIL[component],
-        "objects": OBJECTS[component],
-    }
-
-
-@pytest.mark.parametrize("component", sorted(CASES))
-def test_theirs_there_adopt(component):
-    expected, _ours, theirs = CASES[component]
-    assert c.decide(component, "adopt", theirs, expected) == {
-        "action": "adopt",
-        "message": ADOPT[component],
+    message = {"fail": FAIL, "adopt": ADOPT}[choice][component]
+    assert c.decide(component, choice, theirs, expected) == {
+        "action": choice,
+        "message": message,
         "objects": OBJECTS[component],
     }
 

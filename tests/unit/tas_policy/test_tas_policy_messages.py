@@ -36,6 +36,17 @@ def with_metadata(**metadata):
     return dict(POLICY, metadata=metadata)
 
 
+def labeling_policy(labels):
+    """A policy whose one strategy is labeling, with one rule carrying ``labels``."""
+    rule = {"metricname": "m", "operator": "Equals", "target": 1, "labels": labels}
+    return {
+        "apiVersion": tp.API_VERSION,
+        "kind": tp.KIND,
+        "metadata": {"name": "p"},
+        "spec": {"strategies": {"labeling": {"rules": [rule]}}},
+    }
+
+
 def test_constants():
     assert (tp.API_VERSION, tp.KIND) == ("telemetry.intel.com/v1alpha1", "TASPolicy")
     assert tp.STRATEGIES == ("scheduleonmetric", "dontschedule", "deschedule", "labeling")
@@ -84,16 +95,7 @@ def test_labeling_labels():
         "-k=v",
         5,
     ]
-    policy = {
-        "apiVersion": tp.API_VERSION,
-        "kind": tp.KIND,
-        "metadata": {"name": "p"},
-        "spec": {
-            "strategies": {
-                "labeling": {"rules": [{"metricname": "m", "operator": "Equals", "target": 1, "labels": labels}]}
-            }
-        },
-    }
+    policy = labeling_policy(labels)
     where = "spec.strategies.labeling.rules[0].labels"
     bad = "must be key=value with a valid Kubernetes label name and value"
     assert tp.validate_policy(policy) == [
@@ -247,20 +249,7 @@ def test_normalize_policy_touches_only_whole_number_string_targets_in_rule_lists
 
 
 def test_every_label_is_checked_after_a_non_string_one():
-    policy = {
-        "apiVersion": tp.API_VERSION,
-        "kind": tp.KIND,
-        "metadata": {"name": "p"},
-        "spec": {
-            "strategies": {
-                "labeling": {
-                    "rules": [
-                        {"metricname": "m", "operator": "Equals", "target": 1, "labels": [5, "k", "k=" + "v" * 63]}
-                    ]
-                }
-            }
-        },
-    }
+    policy = labeling_policy([5, "k", "k=" + "v" * 63])
     assert tp.validate_policy(policy) == [
         "spec.strategies.labeling.rules[0].labels[0] must be a string, got integer",
         "spec.strategies.labeling.rules[0].labels[1] 'k' must be key=value with a valid Kubernetes label name and value",
