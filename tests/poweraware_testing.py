@@ -63,13 +63,14 @@ def load_module(name: str, path: pathlib.Path):
 
 # The TAS extender as BMRA and TAS's own deploy/extender-configuration register it in a hand-written
 # KubeSchedulerConfiguration (tests that need a foreign extender managing telemetry/scheduling).
-_TAS_EXTENDER_CONFIG = """\
-apiVersion: kubescheduler.config.k8s.io/{version}
-kind: KubeSchedulerConfiguration
-clientConnection:
-  kubeconfig: /etc/kubernetes/scheduler.conf
-extenders:
-  - urlPrefix: "https://tas-service.telemetry-aware-scheduling.svc:9001"
+TAS_SERVICE_URL = "https://tas-service.telemetry-aware-scheduling.svc:9001"
+
+
+def tas_extenders_block(url: str = TAS_SERVICE_URL, cert_file: str | None = None, key_file: str | None = None) -> str:
+    """The ``extenders:`` list with TAS as its only entry; with ``cert_file``/``key_file`` the
+    ``tlsConfig`` BMRA's blockinfile adds."""
+    text = f"""extenders:
+  - urlPrefix: "{url}"
     prioritizeVerb: "scheduler/prioritize"
     filterVerb: "scheduler/filter"
     weight: 1
@@ -79,9 +80,20 @@ extenders:
         ignoredByScheduler: true
     ignorable: true
 """
+    if cert_file or key_file:
+        text += f"""    tlsConfig:
+      insecure: false
+      certFile: "{cert_file}"
+      keyFile: "{key_file}"
+"""
+    return text
 
 
 def tas_extender_config(version: str = "v1") -> str:
     """A scheduler configuration (apiVersion kubescheduler.config.k8s.io/``version``) whose only
     extender is TAS as BMRA registers it."""
-    return _TAS_EXTENDER_CONFIG.format(version=version)
+    return f"""apiVersion: kubescheduler.config.k8s.io/{version}
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: /etc/kubernetes/scheduler.conf
+""" + tas_extenders_block()

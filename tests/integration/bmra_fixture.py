@@ -44,6 +44,7 @@ import pathlib
 import time
 
 import yaml
+from poweraware_testing import tas_extenders_block
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -58,29 +59,18 @@ CLIENT_CERT = "/host/certs/tas/tls-extender-client.pem"
 CLIENT_KEY = "/host/certs/tas/tls-extender-client-key.pem"
 
 # kubespray's kubescheduler-config.yaml, then BMRA's blockinfile (TAS with TLS, GAS off).
-SCHEDULER_CONFIG = f"""apiVersion: kubescheduler.config.k8s.io/v1
+SCHEDULER_CONFIG = (
+    """apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection:
   kubeconfig: "/etc/kubernetes/scheduler.conf"
 profiles:
   - schedulerName: default-scheduler
 # BEGIN ANSIBLE MANAGED BLOCK
-extenders:
-  - urlPrefix: "{TAS_URL}"
-    prioritizeVerb: "scheduler/prioritize"
-    filterVerb: "scheduler/filter"
-    weight: 1
-    enableHTTPS: true
-    managedResources:
-      - name: "telemetry/scheduling"
-        ignoredByScheduler: true
-    ignorable: true
-    tlsConfig:
-      insecure: false
-      certFile: "{CLIENT_CERT}"
-      keyFile: "{CLIENT_KEY}"
-# END ANSIBLE MANAGED BLOCK
 """
+    + tas_extenders_block(TAS_URL, CLIENT_CERT, CLIENT_KEY)
+    + "# END ANSIBLE MANAGED BLOCK\n"
+)
 
 HELM_NFD = {
     "app.kubernetes.io/name": "node-feature-discovery",

@@ -16,6 +16,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.poweraware.k8s.plugins.filter.coexistence import FilterModule
 from ansible_collections.poweraware.k8s.plugins.module_utils import _coexistence as c
+from poweraware_testing import tas_extenders_block
 
 OURS = {"app.kubernetes.io/managed-by": "poweraware.k8s"}
 COLLECTD_SELECTOR = {"app.kubernetes.io/name": "collectd", "app.kubernetes.io/part-of": "poweraware"}
@@ -339,27 +340,18 @@ def manifest(flags=(), args=None, record=None):
 
 
 # As BMRA's create-scheduler-config.yml leaves kubespray's file (blockinfile, TLS on).
-BMRA_CONFIG = f"""apiVersion: kubescheduler.config.k8s.io/v1
+BMRA_CONFIG = (
+    """apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection:
   kubeconfig: /etc/kubernetes/scheduler.conf
 # BEGIN ANSIBLE MANAGED BLOCK
-extenders:
-  - urlPrefix: "{BMRA_URL}"
-    prioritizeVerb: "scheduler/prioritize"
-    filterVerb: "scheduler/filter"
-    weight: 1
-    enableHTTPS: true
-    managedResources:
-      - name: "telemetry/scheduling"
-        ignoredByScheduler: true
-    ignorable: true
-    tlsConfig:
-      insecure: false
-      certFile: "/host/certs/tas/tls-extender-client.pem"
-      keyFile: "/host/certs/tas/tls-extender-client-key.pem"
-# END ANSIBLE MANAGED BLOCK
 """
+    + tas_extenders_block(
+        BMRA_URL, "/host/certs/tas/tls-extender-client.pem", "/host/certs/tas/tls-extender-client-key.pem"
+    )
+    + "# END ANSIBLE MANAGED BLOCK\n"
+)
 OUR_TAS = {
     "url_prefix": OUR_URL,
     "filter_verb": "scheduler/filter",
