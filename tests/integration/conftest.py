@@ -205,8 +205,13 @@ def lab() -> LabHandle:
 
 
 def pytest_collection_modifyitems(items):
-    # Tests that take the session's lab down run last.
-    items.sort(key=lambda item: item.get_closest_marker("lab_teardown") is not None)
+    # Tests that need the lab as `make lab` starts it run first; tests that take it down run last.
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("lab_teardown") is not None,
+            item.get_closest_marker("fresh_lab") is None,
+        )
+    )
 
 
 @pytest.fixture(scope="session")

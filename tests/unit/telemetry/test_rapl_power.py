@@ -261,7 +261,7 @@ def test_collectd_role_ships_power_zones_beside_the_plugin():
     )
     assert "plugins/module_utils/_power_zones.py" in facts["_collectd_power_zones"]
     configmap = next(t for t in deploy if t.get("name", "").startswith("Apply the collectd ConfigMap"))
-    data = configmap["kubernetes.core.k8s"]["definition"]["data"]
+    data = configmap["poweraware.k8s.k8s_apply"]["definition"]["data"]
     assert set(data) == {"collectd.conf", "rapl_power.py", "_power_zones.py"}
     daemonset = (REPO / "roles/collectd/templates/daemonset.yml.j2").read_text()
     assert "- key: _power_zones.py\n                path: plugins/_power_zones.py" in daemonset

@@ -1,0 +1,130 @@
+# Copyright: poweraware.k8s contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""poweraware.k8s.k8s_apply: kubernetes.core.k8s, with a dry run that works on a new cluster.
+
+Outside check mode this is kubernetes.core.k8s, unchanged: its action renders `template`, finds the
+kubeconfig and runs the kubernetes.core.k8s module. In check mode the module's server-side dry run
+cannot see what the run has not created: a namespaced object in a namespace an earlier task would
+create, or a custom resource whose CRD an earlier task would install, fails with NotFound. Here
+such an object is reported as "would create", predicted (not dry-run) and said so, when this run
+applies that namespace or CRD; anything else keeps the server's error. The namespaces and CRDs a
+dry run applies are remembered on the host (fact `_poweraware_dry_run_creates`) for later tasks,
+so one mechanism serves every role (docs/site.md, "Dry run").
+"""
+
+from __future__ import annotations
+
+import os
+
+try:
+    from ansible_collections.kubernetes.core.plugins.action.k8s import ActionModule as _K8sAction
+except ImportError:  # kubernetes.core is not installed: say so when the action runs
+    from ansible.plugins.action import ActionBase as _K8sAction
+
+    _MISSING = (
+        "poweraware.k8s.k8s_apply runs kubernetes.core.k8s, and the kubernetes.core collection is not installed: "
+        "install the ansible package (it includes it) or run `ansible-galaxy collection install kubernetes.core`."
+    )
+else:
+    _MISSING = ""
+
+try:  # ansible-core 2.19+ (what its own package and service actions use)
+    from ansible.executor.module_common import _apply_action_arg_defaults
+except ImportError:  # pragma: no cover - older cores
+    _apply_action_arg_defaults = None
+
+from ansible_collections.poweraware.k8s.plugins.module_utils._dry_run import FACT, classify, plan_from, planned_in
+
+_MODULE = "kubernetes.core.k8s"
+
+
+class ActionModule(_K8sAction):
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        if _MISSING:
+            return {"failed": True, "msg": _MISSING}
+        # kubernetes.core's action renders templates only for, and runs the module named by, its
+        # own action name.
+        action, args = self._task.action, self._task.args
+        self._task.action = _MODULE
+        self._dry_run_vars = task_vars
+        try:
+            # The play's module_defaults for group/kubernetes.core.k8s (the kubeconfig) apply here as
+            # they do to kubernetes.core.k8s: user plays written for the roles keep working.
+            if _apply_action_arg_defaults is not None:
+                self._task.args = _apply_action_arg_defaults(_MODULE, self._task, dict(args), self._templar)
+            return super().run(tmp, task_vars)
+        finally:
+            self._task.action, self._task.args = action, args
+
+    def _execute_module(self, module_name=None, module_args=None, task_vars=None, **kwargs):
+        module_args = module_args if module_args is not None else dict(self._task.args)
+        if (
+            module_name != _MODULE
+            or not self._play_context.check_mode
+            or module_args.get("state", "present") != "present"
+            or not module_args.get("definition")
+        ):
+            return super()._execute_module(
+                module_name=module_name, module_args=module_args, task_vars=task_vars, **kwargs
+            )
+
+        definitions = _as_list(module_args["definition"])
+        own_continue = bool(module_args.get("continue_on_error"))
+        result = super()._execute_module(
+            module_name=module_name,
+            module_args=dict(module_args, definition=definitions, continue_on_error=True),
+            task_vars=task_vars,
+            **kwargs,
+        )
+        if result.get("failed"):
+            return result
+        # One definition: the module returns its result flat; several: under result.results.
+        several = len(definitions) != 1
+        results = result.get("result", {}).get("results", []) if several else [result]
+        if len(results) != len(definitions):
+            return result  # a List kind was expanded: nothing to map, the module's answer stands
+
+        run = _run_id()
+        known = planned_in(_fact(self._dry_run_vars), run)
+        plan = plan_from(definitions, module_args.get("namespace"), known)
+        outcome = classify(definitions, results, module_args.get("namespace"), plan)
+
+        merged = dict(result) if not several else {k: v for k, v in result.items() if k != "result"}
+        if several:
+            merged["result"] = {"results": outcome.results}
+        else:
+            merged.update(outcome.results[0])
+            merged.pop("error", None)
+        merged["changed"] = any(r.get("changed") for r in outcome.results)
+        diffs = [r["diff"] for r in outcome.results if r.get("diff")]
+        if diffs:
+            merged["diff"] = diffs if several else diffs[0]
+        if outcome.predicted:
+            merged["predicted"] = outcome.predicted
+        merged["ansible_facts"] = {FACT: {"run": run, **plan}}
+        if outcome.errors and not own_continue:
+            merged["failed"] = True
+            merged["msg"] = "; ".join(outcome.errors)
+        return merged
+
+
+def _as_list(definition):
+    if isinstance(definition, str):
+        import yaml
+
+        return [d for d in yaml.safe_load_all(definition) if d is not None]
+    if isinstance(definition, dict):
+        return [definition]
+    return [d for d in definition if d is not None]
+
+
+def _fact(task_vars):
+    facts = task_vars.get("ansible_facts") or {}
+    return facts.get(FACT) or task_vars.get(FACT)
+
+
+def _run_id():
+    # Facts can outlive the run (a fact cache): the plan belongs to this ansible-playbook process,
+    # the parent of the worker that runs this action.
+    return str(os.getppid())

@@ -1,0 +1,137 @@
+"""site.yml --check --diff on a cluster that has never seen the collection (docs/site.md, "Dry run").
+
+Runs first in the session (marker fresh_lab), on the lab as `make lab` starts it: the dry run must
+run to the end, print the whole plan (objects in namespaces and of CRDs the run would create are
+predicted and say so; steps that need an earlier change say why they are skipped) and write nothing:
+every node's files, its writable CPU sysfs attributes and every API object are the same afterwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+import re
+
+import pytest
+from ansible_run import run_playbook
+from conftest import REPO_ROOT
+
+pytestmark = [pytest.mark.timeout(900), pytest.mark.fresh_lab]
+
+OUTPUT = REPO_ROOT / "tests" / "output" / "dry_run.json"
+# Written by processes of their own while the test runs (logs, kubelet's pod state), or by Ansible
+# itself to reach the node (its remote temporary files): not what a playbook run manages.
+VOLATILE = ("var/log", "var/lib/kubelet/pods", ".ansible")
+# Objects whose status or heartbeats move by themselves: compared by identity, not by version.
+MOVING_KINDS = {"Event", "Lease", "Node", "Pod", "Endpoints", "EndpointSlice"}
+
+
+def node_files(lab) -> dict[str, str]:
+    """Every node's disk (path, mode, owner, content) and writable sysfs attributes, hashed per node."""
+    digests = {}
+    for node in [lab.control_plane_node, *lab.worker_nodes]:
+        digest = hashlib.sha256()
+        for root in (lab.node_disk(node), lab.node_sysfs(node)):
+            for dirpath, dirnames, filenames in os.walk(root):
+                rel_dir = os.path.relpath(dirpath, root)
+                dirnames[:] = sorted(d for d in dirnames if not any(v in os.path.join(rel_dir, d) for v in VOLATILE))
+                for name in [*sorted(filenames), *dirnames]:
+                    path = os.path.join(dirpath, name)
+                    info = os.lstat(path)
+                    if root == lab.node_sysfs(node) and not info.st_mode & 0o200:
+                        continue  # read-only counters move by themselves
+                    if os.path.islink(path):
+                        data = os.readlink(path).encode()
+                    elif os.path.isfile(path):
+                        data = pathlib.Path(path).read_bytes()
+                    else:
+                        data = b""
+                    digest.update(
+                        f"{os.path.relpath(path, root)} {info.st_mode} {info.st_uid}:{info.st_gid}\n".encode()
+                    )
+                    digest.update(data)
+        digests[node] = digest.hexdigest()
+    return digests
+
+
+def api_objects(lab) -> set[tuple]:
+    """Every object of every listable API resource: kind, namespace, name, uid, and (for objects
+    that do not move by themselves) resourceVersion."""
+    from kubernetes import dynamic
+
+    client = dynamic.DynamicClient(lab.apis().core.api_client)
+    objects = set()
+    for resource in client.resources.search():
+        if "list" not in (resource.verbs or []) or "/" in resource.name or resource.kind.endswith("List"):
+            continue
+        try:
+            items = resource.get().items
+        except Exception:  # noqa: BLE001, S112 - aggregated APIs that are not served (the lab's adapter)
+            continue
+        for item in items:
+            meta = item.metadata
+            version = "" if resource.kind in MOVING_KINDS else meta.resourceVersion
+            objects.add((resource.group_version, resource.kind, meta.namespace or "", meta.name, meta.uid, version))
+    return objects
+
+
+def leftover_clients(lab) -> dict[str, str]:
+    found = {}
+    for node in [lab.control_plane_node, *lab.worker_nodes]:
+        out = lab.ssh(node, "ls -d /tmp/poweraware-k8s-client.* 2>/dev/null || true", sudo=True).stdout.strip()
+        if out:
+            found[node] = out
+    return found
+
+
+def test_dry_run_on_a_new_cluster_plans_everything_and_writes_nothing(lab):
+    files_before, objects_before = node_files(lab), api_objects(lab)
+    assert not any(o[1] == "Namespace" and o[3] == "telemetry-aware-scheduling" for o in objects_before), (
+        "the lab is not new: TAS is already there (this test must run first in the session)"
+    )
+
+    result = run_playbook(REPO_ROOT / "site.yml", inventory=lab.inventory / "hosts.yml", check=True, diff=True)
+
+    assert result.rc == 0, str(result)
+    # Nothing written anywhere: not on any node, not on the cluster, no temporary client left behind.
+    assert node_files(lab) == files_before
+    objects_after = api_objects(lab)
+    assert objects_after == objects_before, {
+        "new": sorted(objects_after - objects_before)[:20],
+        "gone or changed": sorted(objects_before - objects_after)[:20],
+    }
+    assert leftover_clients(lab) == {}
+
+    # The plan: objects the server cannot dry-run are predicted, and say so.
+    out = result.stdout
+    predicted = re.findall(r"would create \(predicted, not dry-run: [^)]*\)", out)
+    for label, reason in (
+        ("ServiceAccount node-feature-discovery/nfd-master", "namespace node-feature-discovery is created by this run"),
+        (
+            "Deployment telemetry-aware-scheduling/telemetry-aware-scheduling",
+            "namespace telemetry-aware-scheduling is created by this run",
+        ),
+        (
+            "NodeFeatureRule poweraware-power-features",
+            "kind NodeFeatureRule.nfd.k8s-sigs.io is served only once this run applies its CustomResourceDefinition",
+        ),
+        (
+            "TASPolicy telemetry-aware-scheduling/power-sensitive-scheduling-policy",
+            "kind TASPolicy.telemetry.intel.com is served only once this run applies its CustomResourceDefinition",
+        ),
+    ):
+        assert f"{label}: would create (predicted, not dry-run: {reason})" in out, (label, reason)
+    # Steps that need an earlier change are skipped with one line each, saying why.
+    skipped = re.findall(r"dry run: (would [^;]*); skipped in check mode: ([^\"]*)", out)
+    whats = " | ".join(what for what, _why in skipped)
+    for expected in ("would issue /etc/kubernetes/pki/tas/ca.crt", "would apply Secret telemetry-aware-scheduling/"):
+        assert expected in whats, whats
+
+    recap = {host: counts["changed"] for host, counts in result.recap.items()}
+    OUTPUT.parent.mkdir(parents=True, exist_ok=True)
+    OUTPUT.write_text(
+        json.dumps({"changed": recap, "predicted": len(predicted), "skipped_lines": len(skipped)}, indent=2) + "\n"
+    )
+    assert all(recap.values()), recap  # every host has something to do on a new cluster

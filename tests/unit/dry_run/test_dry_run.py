@@ -1,0 +1,108 @@
+# ruff: noqa: E501 - exact API messages
+"""The dry run's plan (plugins/module_utils/_dry_run.py): which objects are predicted, which stay errors."""
+
+from __future__ import annotations
+
+import json
+
+from ansible_collections.poweraware.k8s.plugins.module_utils._dry_run import (
+    classify,
+    kind_key,
+    plan_from,
+    planned_in,
+)
+
+NS = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "tas"}}
+SA = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "tas", "namespace": "tas"}}
+CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "taspolicies.telemetry.intel.com"},
+    "spec": {"group": "telemetry.intel.com", "names": {"kind": "TASPolicy", "plural": "taspolicies"}},
+}
+POLICY = {
+    "apiVersion": "telemetry.intel.com/v1alpha1",
+    "kind": "TASPolicy",
+    "metadata": {"name": "p", "namespace": "tas"},
+}
+
+
+def not_found(namespace):
+    # kubernetes.core quotes the API's Status as JSON in its message, as the lab's API server returns it.
+    status = {"kind": "Status", "status": "Failure", "message": f'namespaces "{namespace}" not found', "code": 404}
+    return {
+        "changed": False,
+        "error": {"msg": f"Failed to apply object: {json.dumps(status)}\n", "reason": "Not Found"},
+    }
+
+
+NO_KIND = {
+    "changed": False,
+    "error": {
+        "msg": "Failed to find exact match for telemetry.intel.com/v1alpha1.TASPolicy by [kind, name, singularName, shortNames]"
+    },
+}
+OK = {"changed": True, "method": "apply", "result": {}}
+
+
+def test_kind_key():
+    assert kind_key("telemetry.intel.com/v1alpha1", "TASPolicy") == "TASPolicy.telemetry.intel.com"
+    assert kind_key("v1", "Secret") == "Secret"
+
+
+def test_plan_collects_namespaces_and_crd_kinds_of_this_task_and_earlier_ones():
+    plan = plan_from([NS, CRD, SA], None, {"namespaces": ["monitoring"], "kinds": []})
+    assert plan == {"namespaces": ["monitoring", "tas"], "kinds": ["TASPolicy.telemetry.intel.com"]}
+
+
+def test_a_plan_from_another_run_is_ignored():
+    fact = {"run": "111", "namespaces": ["tas"], "kinds": ["TASPolicy.telemetry.intel.com"]}
+    assert planned_in(fact, "111")["namespaces"] == ["tas"]
+    assert planned_in(fact, "222") == {"namespaces": [], "kinds": []}
+    assert planned_in(None, "222") == {"namespaces": [], "kinds": []}
+
+
+def test_object_in_a_planned_namespace_is_predicted_with_its_whole_diff():
+    plan = plan_from([NS, SA], None, {"namespaces": [], "kinds": []})
+    out = classify([NS, SA], [OK, not_found("tas")], None, plan)
+    assert out.errors == []
+    assert out.results[0] is OK
+    predicted = out.results[1]
+    assert predicted["changed"] and predicted["predicted"] and predicted["result"] == SA
+    assert predicted["diff"]["before"] == {} and predicted["diff"]["after"] == SA
+    assert out.predicted == [
+        "ServiceAccount tas/tas: would create (predicted, not dry-run: namespace tas is created by this run)"
+    ]
+
+
+def test_custom_resource_of_a_planned_crd_is_predicted():
+    plan = {"namespaces": ["tas"], "kinds": ["TASPolicy.telemetry.intel.com"]}
+    out = classify([POLICY], [NO_KIND], None, plan)
+    assert out.errors == []
+    assert out.predicted == [
+        "TASPolicy tas/p: would create (predicted, not dry-run: kind TASPolicy.telemetry.intel.com is served "
+        "only once this run applies its CustomResourceDefinition)"
+    ]
+
+
+def test_what_the_run_does_not_create_stays_an_error_with_the_fix():
+    empty = {"namespaces": [], "kinds": []}
+    out = classify([SA, POLICY], [not_found("tas"), NO_KIND], None, empty)
+    assert out.predicted == []
+    assert len(out.errors) == 2
+    assert "no task of this run creates namespace tas: create it, or choose one that exists" in out.errors[0]
+    assert "no task of this run installs the CustomResourceDefinition of TASPolicy.telemetry.intel.com" in out.errors[1]
+
+
+def test_other_errors_are_never_predicted():
+    invalid = {"changed": False, "error": {"msg": 'Deployment.apps "x" is invalid: spec.replicas: Invalid value: -1'}}
+    plan = {"namespaces": ["tas"], "kinds": []}
+    dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x", "namespace": "tas"}}
+    out = classify([dep], [invalid], None, plan)
+    assert out.predicted == [] and "is invalid" in out.errors[0]
+
+
+def test_the_task_namespace_applies_to_definitions_without_one():
+    sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "a"}}
+    out = classify([sa], [not_found("tas")], "tas", {"namespaces": ["tas"], "kinds": []})
+    assert out.predicted and out.errors == []
