@@ -74,7 +74,9 @@ def classify(definitions: list[dict], results: list[dict], default_namespace, pl
         namespace = meta.get("namespace") or default_namespace
         key = kind_key(d.get("apiVersion", ""), d.get("kind", ""))
         label = _label(d, namespace)
-        kind_missing = "Failed to find exact match" in text
+        # Unknown to discovery, or known only to a stale discovery cache (the CRD was just deleted):
+        # the API server then answers a bare 404 for the kind's path.
+        kind_missing = "Failed to find exact match" in text or "404 page not found" in text
         namespace_missing = bool(namespace) and f'namespaces "{namespace}" not found' in text
         reason = None
         if kind_missing and key in plan["kinds"]:
@@ -103,7 +105,7 @@ def classify(definitions: list[dict], results: list[dict], default_namespace, pl
                     "before": {},
                     "after": d,
                     "before_header": f"{label} (absent)",
-                    "after_header": f"{label} (predicted, not dry-run: {reason})",
+                    "after_header": line,
                 },
             }
         )

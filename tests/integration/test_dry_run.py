@@ -23,22 +23,25 @@ pytestmark = [pytest.mark.timeout(900), pytest.mark.fresh_lab]
 OUTPUT = REPO_ROOT / "tests" / "output" / "dry_run.json"
 # Written by processes of their own while the test runs (logs, kubelet's pod state), or by Ansible
 # itself to reach the node (its remote temporary files): not what a playbook run manages.
-VOLATILE = ("var/log", "var/lib/kubelet/pods", ".ansible")
+# The lab kubelet's status file carries a timestamp and readiness: compared by what it runs instead.
+KUBELET_STATUS = "var/lib/kubelet/lab-static-pods.json"
+VOLATILE = ("var/log", "var/lib/kubelet/pods", ".ansible", KUBELET_STATUS)
 # Objects whose status or heartbeats move by themselves: compared by identity, not by version.
 MOVING_KINDS = {"Event", "Lease", "Node", "Pod", "Endpoints", "EndpointSlice"}
 
 
 def node_files(lab) -> dict[str, str]:
-    """Every node's disk (path, mode, owner, content) and writable sysfs attributes, hashed per node."""
-    digests = {}
+    """Every node's disk and writable sysfs attributes: (node, path) -> hash of mode, owner and content."""
+    files = {}
     for node in [lab.control_plane_node, *lab.worker_nodes]:
-        digest = hashlib.sha256()
         for root in (lab.node_disk(node), lab.node_sysfs(node)):
             for dirpath, dirnames, filenames in os.walk(root):
                 rel_dir = os.path.relpath(dirpath, root)
                 dirnames[:] = sorted(d for d in dirnames if not any(v in os.path.join(rel_dir, d) for v in VOLATILE))
-                for name in [*sorted(filenames), *dirnames]:
+                for name in [*filenames, *dirnames]:
                     path = os.path.join(dirpath, name)
+                    if any(v in os.path.relpath(path, root) for v in VOLATILE):
+                        continue
                     info = os.lstat(path)
                     if root == lab.node_sysfs(node) and not info.st_mode & 0o200:
                         continue  # read-only counters move by themselves
@@ -48,12 +51,9 @@ def node_files(lab) -> dict[str, str]:
                         data = pathlib.Path(path).read_bytes()
                     else:
                         data = b""
-                    digest.update(
-                        f"{os.path.relpath(path, root)} {info.st_mode} {info.st_uid}:{info.st_gid}\n".encode()
-                    )
-                    digest.update(data)
-        digests[node] = digest.hexdigest()
-    return digests
+                    head = f"{info.st_mode} {info.st_uid}:{info.st_gid}\n".encode()
+                    files[f"{node}:{os.path.relpath(path, root)}"] = hashlib.sha256(head + data).hexdigest()
+    return files
 
 
 def api_objects(lab) -> set[tuple]:
@@ -61,7 +61,7 @@ def api_objects(lab) -> set[tuple]:
     that do not move by themselves) resourceVersion."""
     from kubernetes import dynamic
 
-    client = dynamic.DynamicClient(lab.apis().core.api_client)
+    client = dynamic.DynamicClient(lab.apis()["core"].api_client)
     objects = set()
     for resource in client.resources.search():
         if "list" not in (resource.verbs or []) or "/" in resource.name or resource.kind.endswith("List"):
@@ -77,6 +77,12 @@ def api_objects(lab) -> set[tuple]:
     return objects
 
 
+def static_pods(lab) -> dict[str, tuple]:
+    """What the control-plane node's kubelet runs: manifest hash and pids per static pod."""
+    status = json.loads((lab.node_disk(lab.control_plane_node) / KUBELET_STATUS).read_text())
+    return {name: (pod["sha256"], tuple(pod["pids"])) for name, pod in status["pods"].items()}
+
+
 def leftover_clients(lab) -> dict[str, str]:
     found = {}
     for node in [lab.control_plane_node, *lab.worker_nodes]:
@@ -87,7 +93,7 @@ def leftover_clients(lab) -> dict[str, str]:
 
 
 def test_dry_run_on_a_new_cluster_plans_everything_and_writes_nothing(lab):
-    files_before, objects_before = node_files(lab), api_objects(lab)
+    files_before, objects_before, pods_before = node_files(lab), api_objects(lab), static_pods(lab)
     assert not any(o[1] == "Namespace" and o[3] == "telemetry-aware-scheduling" for o in objects_before), (
         "the lab is not new: TAS is already there (this test must run first in the session)"
     )
@@ -96,7 +102,11 @@ def test_dry_run_on_a_new_cluster_plans_everything_and_writes_nothing(lab):
 
     assert result.rc == 0, str(result)
     # Nothing written anywhere: not on any node, not on the cluster, no temporary client left behind.
-    assert node_files(lab) == files_before
+    files_after = node_files(lab)
+    assert files_after == files_before, sorted(
+        path for path in files_before.keys() | files_after.keys() if files_before.get(path) != files_after.get(path)
+    )
+    assert static_pods(lab) == pods_before  # kube-scheduler neither changed nor restarted
     objects_after = api_objects(lab)
     assert objects_after == objects_before, {
         "new": sorted(objects_after - objects_before)[:20],
@@ -118,7 +128,7 @@ def test_dry_run_on_a_new_cluster_plans_everything_and_writes_nothing(lab):
             "kind NodeFeatureRule.nfd.k8s-sigs.io is served only once this run applies its CustomResourceDefinition",
         ),
         (
-            "TASPolicy telemetry-aware-scheduling/power-sensitive-scheduling-policy",
+            "TASPolicy default/power-sensitive-scheduling-policy",
             "kind TASPolicy.telemetry.intel.com is served only once this run applies its CustomResourceDefinition",
         ),
     ):

@@ -230,3 +230,87 @@ def test_molecule_lab_scenario(site, lab):
         check=False,
     )
     assert proc.returncode == 0, f"{proc.stdout[-6000:]}\n{proc.stderr[-4000:]}"
+
+
+DRIFT_TAGS = ["cpu_power", "nfd", "kube_state_metrics"]
+
+
+def test_dry_run_names_the_drift_and_the_real_run_fixes_it(site, api, lab):
+    """Drift made by hand after the converge: a Deployment's image changed (kubectl set image), a
+    node's CPU profile changed in sysfs, a CRD deleted (which deletes its custom resources). The dry
+    run of the components concerned (their tags) names exactly those and nothing else; the real run
+    then restores them (docs/site.md, "Dry run")."""
+    worker = lab.worker_nodes[1]
+    scaling_min = "/sys/devices/system/cpu/cpu2/cpufreq/scaling_min_freq"
+    profile_min = lab.ssh(worker, f"cat {scaling_min}").stdout.strip()
+    deployment = api["apps"].read_namespaced_deployment("kube-state-metrics", "monitoring")
+    image = deployment.spec.template.spec.containers[0].image
+    # The drift, as an operator makes it by hand.
+    api["apps"].patch_namespaced_deployment(
+        "kube-state-metrics",
+        "monitoring",
+        {"spec": {"template": {"spec": {"containers": [{"name": "kube-state-metrics", "image": f"{image}-drift"}]}}}},
+        field_manager="kubectl-set",
+    )
+    lab.ssh(worker, f"echo 2000000 > {scaling_min}", sudo=True)
+    api["ext"].delete_custom_resource_definition("nodefeaturerules.nfd.k8s-sigs.io")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and any(
+        c.metadata.name == "nodefeaturerules.nfd.k8s-sigs.io"
+        for c in api["ext"].list_custom_resource_definition().items
+    ):
+        time.sleep(1)
+
+    check = run_site(lab, check=True, diff=True, tags=DRIFT_TAGS)
+    assert check.rc == 0, check
+    changed_tasks = _changed_tasks(check.stdout)
+    assert changed_tasks == {
+        ("cpu_power : Apply the profiles", worker),
+        ("nfd : Apply the NFD CRDs (NodeFeature, NodeFeatureGroup, NodeFeatureRule)", lab.control_plane_node),
+        ("nfd : Apply the power-management NodeFeatureRule", lab.control_plane_node),
+        ("kube_state_metrics : Apply the kube-state-metrics Deployment", lab.control_plane_node),
+    }, check.stdout[-8000:]
+    out = check.stdout
+    assert f'-                        "image": "{image}-drift",' in out or f"{image}-drift" in out
+    assert (
+        "NodeFeatureRule poweraware-power-features: would create (predicted, not dry-run: kind "
+        "NodeFeatureRule.nfd.k8s-sigs.io is served only once this run applies its CustomResourceDefinition)" in out
+    )
+    # The dry run changed nothing: the drift is still there.
+    assert lab.ssh(worker, f"cat {scaling_min}").stdout.strip() == "2000000"
+    assert (
+        api["apps"]
+        .read_namespaced_deployment("kube-state-metrics", "monitoring")
+        .spec.template.spec.containers[0]
+        .image
+        == f"{image}-drift"
+    )
+
+    fix = run_site(lab, tags=DRIFT_TAGS)
+    assert fix.rc == 0, fix
+    assert _changed_tasks(fix.stdout) >= changed_tasks - {
+        ("nfd : Apply the power-management NodeFeatureRule", lab.control_plane_node)
+    }, fix.stdout[-8000:]
+    assert lab.ssh(worker, f"cat {scaling_min}").stdout.strip() == profile_min
+    assert (
+        api["apps"]
+        .read_namespaced_deployment("kube-state-metrics", "monitoring")
+        .spec.template.spec.containers[0]
+        .image
+        == image
+    )
+    rules = api["custom"].list_cluster_custom_object("nfd.k8s-sigs.io", "v1alpha1", "nodefeaturerules")["items"]
+    assert [r["metadata"]["name"] for r in rules] == ["poweraware-power-features"]
+    again = run_site(lab, check=True, tags=DRIFT_TAGS)
+    assert again.rc == 0 and again.changed == 0, again
+
+
+def _changed_tasks(stdout: str) -> set[tuple[str, str]]:
+    """(role : task, host) for every task that reported a change, from ansible-playbook's output."""
+    changed, task = set(), None
+    for line in stdout.splitlines():
+        if line.startswith("TASK ["):
+            task = line[len("TASK [") : line.rindex("]")].removeprefix("poweraware.k8s.")
+        elif line.startswith("changed: [") and task:
+            changed.add((task, line[len("changed: [") : line.index("]")]))
+    return changed

@@ -85,6 +85,12 @@ def test_custom_resource_of_a_planned_crd_is_predicted():
     ]
 
 
+def test_a_kind_known_only_to_a_stale_discovery_cache_is_predicted_too():
+    stale = {"changed": False, "error": {"msg": "Failed to apply object: 404 page not found\n"}}
+    out = classify([POLICY], [stale], None, {"namespaces": [], "kinds": ["TASPolicy.telemetry.intel.com"]})
+    assert out.errors == [] and len(out.predicted) == 1
+
+
 def test_what_the_run_does_not_create_stays_an_error_with_the_fix():
     empty = {"namespaces": [], "kinds": []}
     out = classify([SA, POLICY], [not_found("tas"), NO_KIND], None, empty)
