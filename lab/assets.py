@@ -25,8 +25,10 @@ import time
 GO_DIR = pathlib.Path(__file__).resolve().parent / "go"
 ASSETS_ENV_VARS = ("POWERAWARE_K8S_ASSETS", "KUBEBUILDER_ASSETS")
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
-# Linked into the lab's bin/ when there, never required (an assets directory may lack it).
-OPTIONAL_BINARIES = ("kubectl",)
+# Linked into the lab's bin/ when there, never required (an assets directory may lack them): kubectl,
+# and the executables of the images the lab runs (lab/images.py; a pod whose executable is missing
+# shows it in its status).
+OPTIONAL_BINARIES = ("kubectl", "kube-state-metrics")
 # Go's usual install place on these machines; PATH wins when it has a go.
 GO_FALLBACKS = ("/usr/local/go/bin/go",)
 
@@ -106,6 +108,14 @@ COMPONENTS = (
         module="sigs.k8s.io/kwok",
         packages=("sigs.k8s.io/kwok/cmd/kwok",),
         binaries=("kwok",),
+    ),
+    # The images the lab runs for real (lab/images.py), at the versions the roles deploy.
+    GoBuild(
+        name="kube-state-metrics",
+        module="k8s.io/kube-state-metrics/v2",
+        packages=("k8s.io/kube-state-metrics/v2",),
+        binaries=("kube-state-metrics",),
+        output_name="kube-state-metrics",
     ),
 )
 

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 
 import yaml
 
-from lab import assets, nodes, pki
+from lab import assets, images, nodes, pki
 from lab.api import Api, http_ok, insecure_context, node_ready
 from lab.components import etcd, kube_apiserver, kube_controller_manager, kwok
 from lab.process import (
@@ -138,6 +138,11 @@ class LabPaths:
     @property
     def logs(self) -> pathlib.Path:
         return self.state_dir / "logs"
+
+    @property
+    def images(self) -> pathlib.Path:
+        """The nodes' "container images": executables and the image map (lab/images.py)."""
+        return self.state_dir / "images"
 
     @property
     def bin(self) -> pathlib.Path:
@@ -367,10 +372,9 @@ class Lab:
         self._start(kwok.component(bin_dir, paths.pki / "kwok.conf", kwok_home))
         self._create_nodes()
 
-        images = binaries["kube-scheduler"].resolve().parent
+        images_dir = images.prepare_images_dir(binaries, paths.images)
         for node in config.nodes:
-            kubelet_args = self._kubelet_args(node) if node.control_plane else None
-            info = hosts.start(node.name, images, kubelet_args, self._spawn_node)
+            info = hosts.start(node.name, images_dir, self._kubelet_args(node), self._spawn_node)
             self.processes[f"node/{node.name}"] = info
             self._save_state("starting")
         hosts.write_ssh_files()
@@ -399,6 +403,7 @@ class Lab:
             "--kubeconfig=/etc/kubernetes/kubelet.conf",
             f"--node-name={node.name}",
             f"--node-ip={node.address}",
+            f"--image-map=/usr/lib/poweraware-lab/images/{images.MAP_FILE}",
         ]
 
     def _bind_cluster_admins(self) -> None:
@@ -528,9 +533,7 @@ class Lab:
             log_path = self.paths.log(key)
             offset = log_path.stat().st_size if log_path.exists() else 0
             node = next(n for n in self.config.nodes if n.name == name)
-            images = pathlib.Path(os.path.realpath(self.paths.bin / "kube-scheduler")).parent
-            kubelet_args = self._kubelet_args(node) if node.control_plane else None
-            self.processes[key] = hosts.start(name, images, kubelet_args, self._spawn_node)
+            self.processes[key] = hosts.start(name, self.paths.images, self._kubelet_args(node), self._spawn_node)
             hosts.write_ssh_files()
             self._save_state("running")
             with open(log_path, errors="replace") as handle:

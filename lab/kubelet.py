@@ -49,6 +49,11 @@ import urllib.request
 
 import yaml
 
+try:  # on a node the runner is a script next to kubelet_pods.py; on the controller, lab.kubelet
+    import kubelet_pods
+except ImportError:  # pragma: no cover - depends on how it is started
+    from lab import kubelet_pods
+
 BACKOFF_INITIAL = 1.0
 BACKOFF_MAX = 20.0
 BACKOFF_RESET_AFTER = 60.0
@@ -455,6 +460,12 @@ class Runner:
         self.node_name: str | None = args.node_name
         if args.kubeconfig and args.node_name:
             self.mirrors = MirrorPods(args.kubeconfig, args.node_name, args.node_ip)
+        # Pods the scheduler binds here whose image the lab knows (lab/kubelet_pods.py).
+        self.api_pods: kubelet_pods.ApiPods | None = None
+        if self.mirrors is not None and args.image_map:
+            self.api_pods = kubelet_pods.ApiPods(
+                self.mirrors.api, args.node_name, args.node_ip, args.image_map, self.log_dir
+            )
         self.pods: dict[pathlib.Path, RunningPod] = {}
         self.stopping = False
 
@@ -588,6 +599,11 @@ class Runner:
             except Exception as exc:  # noqa: BLE001 - the API may be away; the pods must keep running
                 log(f"mirror pods not updated: {exc!r}")
                 self.mirrors.reported.clear()
+        if self.api_pods is not None:
+            try:
+                self.api_pods.sync()
+            except Exception as exc:  # noqa: BLE001 - the API may be away; running pods keep running
+                log(f"pods bound here not synced: {exc!r}")
 
     def _supervise(self, pod: RunningPod, now: float) -> None:
         if pod.processes:
@@ -629,6 +645,8 @@ class Runner:
                 "argv": pod.spec.containers[0].argv if pod.spec else None,
             }
         status = {"runner_pid": os.getpid(), "manifests": str(self.manifests), "updated": time.time(), "pods": pods}
+        if self.api_pods is not None:
+            status["api_pods"] = self.api_pods.summary()
         atomic_write(self.status_file, json.dumps(status, indent=2) + "\n")
 
     def run(self) -> int:
@@ -646,6 +664,8 @@ class Runner:
         for pod in self.pods.values():
             self._stop(pod)
         self.pods.clear()
+        if self.api_pods is not None:
+            self.api_pods.stop_all()
         self.write_status()
         log("stopped")
         return 0
@@ -664,6 +684,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--node-name", help="the node the mirror pods are bound to")
     parser.add_argument(
         "--node-ip", default="127.0.0.1", help="the node's address (hostIP, and podIP of host-network pods)"
+    )
+    parser.add_argument(
+        "--image-map", type=pathlib.Path, help="run the pods bound to --node-name whose image this map knows"
     )
     return Runner(parser.parse_args(argv)).run()
 

@@ -181,7 +181,11 @@ class NodeHosts:
         disk = self.disk(name)
         lib = disk / "usr" / "lib" / "poweraware-lab"
         lib.mkdir(parents=True, exist_ok=True)
-        for source, target in (("node_init.py", "node_init.py"), ("kubelet.py", "kubelet.py")):
+        for source, target in (
+            ("node_init.py", "node_init.py"),
+            ("kubelet.py", "kubelet.py"),
+            ("kubelet_pods.py", "kubelet_pods.py"),
+        ):
             shutil.copyfile(LAB_DIR / source, lib / target)
         sbin = disk / "usr" / "local" / "sbin"
         sbin.mkdir(parents=True, exist_ok=True)

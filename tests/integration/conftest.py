@@ -20,7 +20,7 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from lab import assets, cluster, nodes  # noqa: E402 - needs the repository root on sys.path
+from lab import assets, cli, cluster, nodes  # noqa: E402 - needs the repository root on sys.path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +77,16 @@ class LabHandle:
     def node_disk(self, name: str) -> pathlib.Path:
         self._check(name)
         return self.state_dir / "nodes" / name / "disk"
+
+    def node_pid(self, name: str) -> int:
+        """The node's init process (its mount namespace is the node's)."""
+        self._check(name)
+        return cluster.Lab.from_state(self.state_dir, log=lambda _m: None).processes[f"node/{name}"]["pid"]
+
+    def pod_log(self, namespace: str, pod: str) -> str:
+        """What the lab's kubelet kept of a pod's output (``make lab-logs POD=...``)."""
+        lab = cluster.Lab.from_state(self.state_dir, log=lambda _m: None)
+        return "".join(path.read_text(errors="replace") for path in cli.pod_logs(lab, f"{namespace}/{pod}", None))
 
     def node_sysfs(self, name: str) -> pathlib.Path:
         self._check(name)

@@ -1,0 +1,1093 @@
+"""The lab kubelet's API pods: pods bound to this node whose image the lab knows run for real.
+
+lab/kubelet.py runs the node's static pods; this module adds what kubelet does for the pods the
+scheduler binds to the node, for every pod with a container whose image repository is in the lab's
+image map (``image-map.json``, written from lab/images.py). kwok's pod stages skip exactly those
+pods, so each pod's status has one owner. For such a pod it gives each container what kubelet gives
+one:
+
+- a mount namespace of its own whose root is the node's file system with the pod's volumes at their
+  ``mountPath``: ConfigMap, Secret, ``emptyDir``, ``hostPath`` and projected volumes (service-account
+  token from the TokenRequest API bound to the pod, refreshed at 80 % of its life, ``ca.crt`` from a
+  ConfigMap, the namespace from the downward API), materialised under
+  ``/var/lib/kubelet/pods/<uid>/volumes`` as kubelet does; nothing is created on the node's own
+  paths (a missing mount point is made in a private overlay or tmpfs of the container);
+- the image's entrypoint (or the container's ``command``) and ``args`` with ``$(VAR)`` expanded,
+  the environment (``env`` with ``valueFrom``, ``envFrom``, ``KUBERNETES_SERVICE_HOST/PORT`` naming
+  the API server from the node's kubelet.conf), ``workingDir``, and the user and groups of its
+  ``securityContext``;
+- an address: ``hostNetwork`` pods use the node's; every other pod gets one of its own in
+  127.245.<node>.0/24, and the image map's flags make the process listen there only;
+- readiness, liveness and startup probes (httpGet, tcpSocket, exec) on the pod's address, restarts
+  with kubelet's back-off (10 s doubling to 5 min, here 1 s to 20 s), ``restartPolicy``;
+- the pod's status (phase, podIP, conditions, container states with ``CrashLoopBackOff`` and the
+  last termination, restart counts), patched through the API with the node's own credentials;
+- output in ``/var/log/pods/<ns>_<pod>_<uid>/<container>/0.log``, linked from ``/var/log/containers``;
+- deletion: a pod marked for deletion is stopped within its grace period, then removed from the
+  API (``gracePeriodSeconds: 0``), and its directory with it.
+
+An image that is mapped but whose container cannot start (no executable, a volume that cannot be
+made, a refused token) shows the reason in the container's ``waiting`` state, as kubelet's
+``CreateContainerError``/``CrashLoopBackOff`` do. Standard library only: the node's system Python
+runs it.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import ctypes
+import ctypes.util
+import dataclasses
+import hashlib
+import json
+import os
+import pathlib
+import re
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+BACKOFF_INITIAL = 1.0
+BACKOFF_MAX = 20.0
+BACKOFF_RESET_AFTER = 60.0
+MAX_GRACE = 10.0
+LIST_INTERVAL = 2.0
+STATUS_RESYNC = 30.0
+POD_ADDRESS_PREFIX = "127.245."
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+TOKEN_REFRESH_AT = 0.8  # kubelet renews a projected token after 80 % of its life
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+
+CLONE_NEWNS = 0x00020000
+MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_REMOUNT = 32
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+_PR_SET_PDEATHSIG = 1
+
+
+class PodError(RuntimeError):
+    """A container of a mapped pod cannot be created; the message goes into its status."""
+
+
+def log(message: str) -> None:
+    print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} pods: {message}", flush=True)
+
+
+def now_rfc3339(at: float | None = None) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at if at is not None else time.time()))
+
+
+# --- pure decisions (unit-tested on the controller) -------------------------------------------
+def repository_of(image: str) -> str:
+    """Same rule as lab/images.py (this file runs on the node, without the controller's modules)."""
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    if ":" in last:
+        name = name[: len(name) - len(last)] + last.split(":", 1)[0]
+    return name
+
+
+def claims(pod: dict, image_map: dict) -> bool:
+    """This runner owns the pod: not a mirror pod, and some container's image is mapped (kwok's
+    NotIn skips a pod when any container's repository is in the map)."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    if MIRROR_ANNOTATION in annotations:
+        return False
+    containers = (pod.get("spec") or {}).get("containers") or []
+    return any(repository_of(str(c.get("image", ""))) in image_map for c in containers)
+
+
+def pod_address(uid: str, node_ip: str, taken: set[str]) -> str:
+    """A stable address of the pod's own: 127.245.<node's last octet>.<2-254>, from the uid."""
+    octet = node_ip.rsplit(".", 1)[-1]
+    start = int(hashlib.sha256(uid.encode()).hexdigest(), 16) % 253
+    for offset in range(253):
+        address = f"{POD_ADDRESS_PREFIX}{octet}.{2 + (start + offset) % 253}"
+        if address not in taken:
+            return address
+    raise PodError(f"no free pod address left in {POD_ADDRESS_PREFIX}{octet}.0/24")
+
+
+_VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
+def expand(value: str, env: dict[str, str]) -> str:
+    """Kubernetes' $(VAR) expansion (third_party/forked/golang/expansion): a defined variable is
+    replaced, an undefined reference stays as written, $$ is a literal $."""
+
+    def replace(match: re.Match) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        name = match.group(1)
+        return env[name] if name in env else match.group(0)
+
+    return _VAR_REF.sub(replace, value)
+
+
+def field_value(pod: dict, path: str, pod_ip: str, node_ip: str) -> str:
+    """The downward API's fieldRef paths kubelet resolves."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    simple = {
+        "metadata.name": meta.get("name", ""),
+        "metadata.namespace": meta.get("namespace", ""),
+        "metadata.uid": meta.get("uid", ""),
+        "spec.nodeName": spec.get("nodeName", ""),
+        "spec.serviceAccountName": spec.get("serviceAccountName", "default"),
+        "status.podIP": pod_ip,
+        "status.podIPs": pod_ip,
+        "status.hostIP": node_ip,
+        "status.hostIPs": node_ip,
+    }
+    if path in simple:
+        return str(simple[path])
+    match = re.fullmatch(r"metadata\.(labels|annotations)\['([^']+)'\]", path)
+    if match:
+        return str((meta.get(match.group(1)) or {}).get(match.group(2), ""))
+    raise PodError(f"fieldRef {path!r} is not supported by the downward API")
+
+
+def resolve_command(container: dict, image: dict, env: dict[str, str]) -> list[str]:
+    """ENTRYPOINT/CMD semantics: ``command`` replaces the image's entrypoint (and its default args),
+    ``args`` replace the default args; both are $(VAR)-expanded."""
+    entry = list(image.get("entrypoint") or [])
+    if container.get("command"):
+        argv = [str(w) for w in container["command"]] + [str(w) for w in container.get("args") or []]
+    elif container.get("args") is not None and entry:
+        argv = entry[:1] + [str(w) for w in container.get("args") or []]
+    else:
+        argv = entry
+    if not argv:
+        raise PodError("the image map gives no entrypoint and the container no command")
+    return [expand(word, env) for word in argv]
+
+
+def listen_flags(argv: list[str], image: dict, pod_ip: str, host_network: bool) -> list[str]:
+    """The image map's listen flags for a pod with its own address, unless the container set them."""
+    if host_network:
+        return argv
+    extra = []
+    for template in image.get("pod_address_flags") or []:
+        flag = template.split("=", 1)[0]
+        if not any(word == flag or word.startswith(flag + "=") for word in argv[1:]):
+            extra.append(template.replace("{pod_ip}", pod_ip))
+    return argv + extra
+
+
+def key_to_path_items(data: dict[str, bytes], items: list | None, default_mode: int) -> dict[str, tuple[bytes, int]]:
+    """The files a ConfigMap/Secret volume (or projection) shows: every key, or the listed items."""
+    if not items:
+        return {key: (value, default_mode) for key, value in data.items()}
+    out = {}
+    for item in items:
+        key = item.get("key")
+        if key not in data:
+            raise PodError(f"key {key!r} is not in the referenced object")
+        out[item.get("path", key)] = (data[key], int(item.get("mode", default_mode)))
+    return out
+
+
+# --- the node's API access --------------------------------------------------------------------
+class NodeApi:
+    """The calls kubelet makes, with the node's credentials (the Node authorizer limits them to
+    pods bound to this node and the objects those pods reference)."""
+
+    def __init__(self, api):
+        self.api = api  # lab/kubelet.py KubeApi
+
+    def pods(self, node: str) -> list[dict]:
+        selector = urllib.parse.quote(f"spec.nodeName={node}")
+        return self.api.request("GET", f"/api/v1/pods?fieldSelector={selector}")["items"]
+
+    def object_data(self, kind: str, namespace: str, name: str, optional: bool) -> dict[str, bytes] | None:
+        plural = {"ConfigMap": "configmaps", "Secret": "secrets"}[kind]
+        obj = self.api.request("GET", f"/api/v1/namespaces/{namespace}/{plural}/{name}", missing_ok=True)
+        if obj is None:
+            if optional:
+                return None
+            raise PodError(f'{kind.lower()} "{name}" not found')
+        if kind == "Secret":
+            return {k: base64.b64decode(v) for k, v in (obj.get("data") or {}).items()}
+        data = {k: v.encode() for k, v in (obj.get("data") or {}).items()}
+        data.update({k: base64.b64decode(v) for k, v in (obj.get("binaryData") or {}).items()})
+        return data
+
+    def token(self, pod: dict, audience: str | None, seconds: int) -> tuple[str, float]:
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        account = spec.get("serviceAccountName") or "default"
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {
+                "expirationSeconds": seconds,
+                "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"]},
+            },
+        }
+        if audience:
+            body["spec"]["audiences"] = [audience]
+        path = f"/api/v1/namespaces/{meta['namespace']}/serviceaccounts/{account}/token"
+        result = self.api.request("POST", path, body)
+        status = result.get("status") or {}
+        expires = time.time() + seconds
+        with contextlib.suppress(KeyError, ValueError):
+            expires = time.mktime(time.strptime(status["expirationTimestamp"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+        return status["token"], expires
+
+    def patch_status(self, pod: dict, status: dict) -> None:
+        meta = pod["metadata"]
+        path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status"
+        self.api.request("PATCH", path, {"status": status}, patch=True)
+
+    def delete(self, pod: dict) -> None:
+        meta = pod["metadata"]
+        path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
+        body = {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}}
+        self.api.request("DELETE", path, body, missing_ok=True)
+
+
+# --- volumes ---------------------------------------------------------------------------------
+def _write_files(directory: pathlib.Path, files: dict[str, tuple[bytes, int]], owner_gid: int | None) -> None:
+    """Atomically (re)write a volume's files: a new timestamped directory, then ``..data`` swapped,
+    as kubelet's AtomicWriter does, so a reader never sees half an update."""
+    directory.mkdir(parents=True, exist_ok=True)
+    stamp = directory / f"..{time.strftime('%Y_%m_%d_%H_%M_%S')}.{os.getpid()}{time.monotonic_ns() % 100000}"
+    stamp.mkdir(mode=0o755)
+    for rel, (content, mode) in files.items():
+        target = stamp / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
+        os.chmod(target, mode)
+        if owner_gid is not None:
+            os.chown(target, -1, owner_gid)
+    tmp_link = directory / "..data_tmp"
+    tmp_link.unlink(missing_ok=True)
+    tmp_link.symlink_to(stamp.name)
+    old = os.readlink(directory / "..data") if (directory / "..data").is_symlink() else None
+    os.replace(tmp_link, directory / "..data")
+    tops = {r.split("/", 1)[0] for r in files}
+    for rel in tops:
+        link = directory / rel
+        if not link.is_symlink():
+            link.symlink_to(f"..data/{rel}")
+    for entry in directory.iterdir():
+        if entry.is_symlink() and not entry.name.startswith("..") and entry.name not in tops:
+            entry.unlink()
+    if old and old != stamp.name:
+        shutil.rmtree(directory / old, ignore_errors=True)
+
+
+@dataclasses.dataclass
+class Volume:
+    name: str
+    source: pathlib.Path  # the directory (or file) bound at every mountPath of this volume
+    token_expires: float = 0.0
+    token_issued: float = 0.0
+    spec: dict = dataclasses.field(default_factory=dict)
+
+
+class PodVolumes:
+    """Materialises a pod's volumes under /var/lib/kubelet/pods/<uid>/volumes."""
+
+    def __init__(self, api: NodeApi, pod: dict, pod_dir: pathlib.Path, fs_group: int | None):
+        self.api = api
+        self.pod = pod
+        self.pod_dir = pod_dir
+        self.fs_group = fs_group
+        self.volumes: dict[str, Volume] = {}
+
+    def _dir(self, plugin: str, name: str) -> pathlib.Path:
+        return self.pod_dir / "volumes" / f"kubernetes.io~{plugin}" / name
+
+    def _projection_files(self, spec: dict, now: float, volume: Volume) -> dict[str, tuple[bytes, int]]:
+        namespace = self.pod["metadata"]["namespace"]
+        default_mode = int(spec.get("defaultMode", 0o644))
+        files: dict[str, tuple[bytes, int]] = {}
+        for source in spec.get("sources") or []:
+            if "serviceAccountToken" in source:
+                sat = source["serviceAccountToken"]
+                seconds = int(sat.get("expirationSeconds", 3600))
+                token, expires = self.api.token(self.pod, sat.get("audience"), seconds)
+                volume.token_issued, volume.token_expires = now, expires
+                files[sat["path"]] = (token.encode(), int(sat.get("mode", default_mode)))
+            elif "configMap" in source or "secret" in source:
+                kind = "ConfigMap" if "configMap" in source else "Secret"
+                ref = source.get("configMap") or source.get("secret")
+                data = self.api.object_data(kind, namespace, ref["name"], bool(ref.get("optional")))
+                if data is not None:
+                    files.update(key_to_path_items(data, ref.get("items"), default_mode))
+            elif "downwardAPI" in source:
+                files.update(self._downward(source["downwardAPI"].get("items") or [], default_mode))
+            else:
+                raise PodError(f"projected source {sorted(source)} is not supported by the lab's kubelet")
+        return files
+
+    def _downward(self, items: list, default_mode: int) -> dict[str, tuple[bytes, int]]:
+        files = {}
+        for item in items:
+            if "fieldRef" not in item:
+                raise PodError(f"downwardAPI item {item.get('path')!r}: only fieldRef is supported")
+            value = field_value(self.pod, item["fieldRef"]["fieldPath"], "", "")
+            files[item["path"]] = (value.encode(), int(item.get("mode", default_mode)))
+        return files
+
+    def prepare(self) -> None:
+        now = time.time()
+        namespace = self.pod["metadata"]["namespace"]
+        for spec in (self.pod.get("spec") or {}).get("volumes") or []:
+            name = spec["name"]
+            volume = Volume(name, pathlib.Path("/"), spec=spec)
+            if "hostPath" in spec:
+                volume.source = prepare_host_path(spec["hostPath"])
+            elif "emptyDir" in spec:
+                volume.source = self._dir("empty-dir", name)
+                volume.source.mkdir(parents=True, exist_ok=True)
+                os.chmod(volume.source, 0o777)  # noqa: S103 - as kubelet makes it: writable by any container user
+            elif "configMap" in spec or "secret" in spec:
+                kind = "ConfigMap" if "configMap" in spec else "Secret"
+                ref = spec.get("configMap") or spec.get("secret")
+                ref_name = ref.get("name") or ref.get("secretName")
+                data = self.api.object_data(kind, namespace, ref_name, bool(ref.get("optional"))) or {}
+                files = key_to_path_items(data, ref.get("items"), int(ref.get("defaultMode", 0o644)))
+                volume.source = self._dir("configmap" if kind == "ConfigMap" else "secret", name)
+                _write_files(volume.source, files, self.fs_group)
+            elif "projected" in spec:
+                volume.source = self._dir("projected", name)
+                _write_files(volume.source, self._projection_files(spec["projected"], now, volume), self.fs_group)
+            elif "downwardAPI" in spec:
+                volume.source = self._dir("downward-api", name)
+                items = spec["downwardAPI"].get("items") or []
+                mode = int(spec["downwardAPI"].get("defaultMode", 0o644))
+                _write_files(volume.source, self._downward(items, mode), self.fs_group)
+            else:
+                kinds = sorted(k for k in spec if k != "name")
+                raise PodError(f"volume {name!r}: type {kinds} is not supported by the lab's kubelet")
+            self.volumes[name] = volume
+
+    def refresh_tokens(self) -> None:
+        """Re-issue projected tokens at 80 % of their life (kubelet's token manager)."""
+        now = time.time()
+        for volume in self.volumes.values():
+            if volume.token_expires and now >= volume.token_issued + TOKEN_REFRESH_AT * (
+                volume.token_expires - volume.token_issued
+            ):
+                files = self._projection_files(volume.spec["projected"], now, volume)
+                _write_files(volume.source, files, self.fs_group)
+                meta = self.pod["metadata"]
+                log(f"{meta['namespace']}/{meta['name']}: token of {volume.name} renewed")
+
+
+def prepare_host_path(host_path: dict) -> pathlib.Path:
+    path = pathlib.Path(host_path["path"])
+    kind = host_path.get("type") or ""
+    if kind == "DirectoryOrCreate":
+        path.mkdir(mode=0o755, parents=True, exist_ok=True)
+    elif kind == "FileOrCreate":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch(mode=0o644, exist_ok=True)
+    elif kind == "Directory" and not path.is_dir():
+        raise PodError(f"hostPath type check failed: {path} is not a directory")
+    elif kind == "File" and not path.is_file():
+        raise PodError(f"hostPath type check failed: {path} is not a file")
+    elif kind == "Socket" and not path.is_socket():
+        raise PodError(f"hostPath type check failed: {path} is not a socket file")
+    return path
+
+
+# --- the container's file system view --------------------------------------------------------
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+_libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p)
+
+
+def _mount(source, target, fstype=None, flags=0, data=None) -> None:
+    def enc(value):
+        return None if value is None else str(value).encode()
+
+    if _libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"mount {source} on {target}: {os.strerror(errno)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Mount:
+    source: str
+    target: str  # the container's mountPath
+    read_only: bool
+
+
+def resolve_in_root(root: str, path: str, max_links: int = 40) -> str:
+    """``path`` as the container sees it, resolved inside ``root``: a symlink (``/var/run`` -> ``/run``)
+    is followed within the root, never out of it (what runc's securejoin does)."""
+    parts = [p for p in path.split("/") if p and p != "."]
+    resolved: list[str] = []
+    links = 0
+    while parts:
+        part = parts.pop(0)
+        if part == "..":
+            if resolved:
+                resolved.pop()
+            continue
+        candidate = os.path.join(root, *resolved, part)
+        if os.path.islink(candidate):
+            links += 1
+            if links > max_links:
+                raise OSError(f"too many levels of symbolic links in {path}")
+            target = os.readlink(candidate)
+            if target.startswith("/"):
+                resolved = []
+            parts = [p for p in target.split("/") if p and p != "."] + parts
+            continue
+        resolved.append(part)
+    return os.path.join(root, *resolved)
+
+
+def _make_mount_point(root: str, target: str, is_dir: bool, scratch: str, counter: list[int]) -> str:
+    """The path of ``target`` inside ``root``, created without writing to the node: a missing path
+    is made in a private overlay over its deepest existing ancestor (a tmpfs upper layer)."""
+    inside = resolve_in_root(root, target)
+    if os.path.lexists(inside):
+        return inside
+    ancestor = os.path.dirname(inside.rstrip("/"))
+    while not os.path.isdir(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    if os.path.realpath(ancestor) != os.path.realpath(root):
+        counter[0] += 1
+        upper, work = f"{scratch}/upper{counter[0]}", f"{scratch}/work{counter[0]}"
+        os.makedirs(upper)
+        os.makedirs(work)
+        _mount("overlay", ancestor, "overlay", 0, f"lowerdir={ancestor},upperdir={upper},workdir={work}")
+    if is_dir:
+        os.makedirs(inside, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(inside), exist_ok=True)
+        open(inside, "a").close()  # noqa: SIM115 - a mount point
+    return inside
+
+
+def enter_container(rootfs: str, mounts: list[Mount], working_dir: str | None, user: tuple | None) -> None:
+    """Runs in the container's first process before exec: a private mount namespace whose root is
+    a tmpfs holding the node's top-level directories (recursive binds) and the volumes."""
+    with contextlib.suppress(OSError, AttributeError):
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if _libc.unshare(CLONE_NEWNS) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
+    _mount("none", "/", None, MS_REC | MS_PRIVATE)
+    _mount("tmpfs", rootfs, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
+    scratch = os.path.join(rootfs, ".lab-scratch")
+    os.makedirs(scratch)
+    _mount("tmpfs", scratch, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700")
+    for entry in os.scandir("/"):
+        target = os.path.join(rootfs, entry.name)
+        if entry.is_symlink():
+            os.symlink(os.readlink(entry.path), target)
+        elif entry.is_dir():
+            os.mkdir(target)
+            _mount(entry.path, target, None, MS_BIND | MS_REC)
+    counter = [0]
+    for mount in mounts:
+        is_dir = os.path.isdir(mount.source)
+        inside = _make_mount_point(rootfs, mount.target, is_dir, scratch, counter)
+        _mount(mount.source, inside, None, MS_BIND | MS_REC)
+        if mount.read_only:
+            _mount("none", inside, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+    os.chroot(rootfs)
+    os.chdir(working_dir or "/")
+    if user is not None:
+        uid, gid, groups = user
+        os.setgroups(list(groups))
+        os.setgid(gid)
+        os.setuid(uid)
+
+
+# --- probes ------------------------------------------------------------------------------------
+def named_port(container: dict, port) -> int:
+    if isinstance(port, int) or (isinstance(port, str) and port.isdigit()):
+        return int(port)
+    for declared in container.get("ports") or []:
+        if declared.get("name") == port:
+            return int(declared["containerPort"])
+    raise PodError(f"probe port {port!r} is not a port of the container")
+
+
+def run_probe(probe: dict, container: dict, pod_ip: str, exec_probe) -> tuple[bool, str]:
+    timeout = float(probe.get("timeoutSeconds", 1))
+    try:
+        if "httpGet" in probe:
+            get = probe["httpGet"]
+            scheme = str(get.get("scheme", "HTTP")).lower()
+            port = named_port(container, get.get("port"))
+            url = f"{scheme}://{get.get('host') or pod_ip}:{port}{get.get('path', '/')}"
+            request = urllib.request.Request(url)  # noqa: S310 - node-local probe
+            for header in get.get("httpHeaders") or []:
+                request.add_header(header["name"], header["value"])
+            context = ssl.create_default_context()
+            context.check_hostname = False  # kubelet does not verify a probed certificate either
+            context.verify_mode = ssl.CERT_NONE
+            try:
+                with urllib.request.urlopen(request, context=context, timeout=timeout) as resp:  # noqa: S310
+                    code = resp.status
+            except urllib.error.HTTPError as exc:
+                code = exc.code
+            ok = 200 <= code < 400
+            return ok, f"HTTP probe failed with statuscode: {code}" if not ok else ""
+        if "tcpSocket" in probe:
+            port = named_port(container, probe["tcpSocket"].get("port"))
+            with socket.create_connection((probe["tcpSocket"].get("host") or pod_ip, port), timeout=timeout):
+                return True, ""
+        if "exec" in probe:
+            return exec_probe(probe["exec"].get("command") or [], timeout)
+        if "grpc" in probe:
+            return False, "grpc probes are not supported by the lab's kubelet"
+    except PodError as exc:
+        return False, str(exc)
+    except (OSError, ValueError) as exc:
+        return False, f"probe failed: {exc}"
+    return True, ""
+
+
+@dataclasses.dataclass
+class ProbeState:
+    probe: dict | None
+    successes: int = 0
+    failures: int = 0
+    next_at: float = 0.0
+    result: bool = False
+    message: str = ""
+
+    def due(self, now: float, started: float) -> bool:
+        if self.probe is None:
+            return False
+        initial = float(self.probe.get("initialDelaySeconds", 0))
+        return now >= started + initial and now >= self.next_at
+
+    def record(self, ok: bool, message: str, now: float) -> None:
+        probe = self.probe or {}
+        self.next_at = now + float(probe.get("periodSeconds", 10))
+        if ok:
+            self.successes += 1
+            self.failures = 0
+            if self.successes >= int(probe.get("successThreshold", 1)):
+                self.result = True
+        else:
+            self.failures += 1
+            self.successes = 0
+            self.message = message
+            if self.failures >= int(probe.get("failureThreshold", 3)):
+                self.result = False
+
+
+# --- containers and pods ----------------------------------------------------------------------
+@dataclasses.dataclass
+class Container:
+    spec: dict
+    image: dict | None
+    process: subprocess.Popen | None = None
+    started_at: float = 0.0
+    started_wall: float = 0.0
+    restarts: int = 0
+    backoff: float = BACKOFF_INITIAL
+    next_start: float = 0.0
+    waiting_reason: str = "ContainerCreating"
+    waiting_message: str = ""
+    last_terminated: dict | None = None
+    finished: dict | None = None  # restartPolicy allowed it to stay terminated
+    readiness: ProbeState = dataclasses.field(default_factory=lambda: ProbeState(None))
+    liveness: ProbeState = dataclasses.field(default_factory=lambda: ProbeState(None))
+    startup: ProbeState = dataclasses.field(default_factory=lambda: ProbeState(None))
+    started: bool = False
+    # What an exec probe runs with: the container's environment and file system view.
+    exec_env: dict = dataclasses.field(default_factory=dict)
+    exec_mounts: tuple = ()
+
+    @property
+    def name(self) -> str:
+        return self.spec.get("name", "container")
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def ready(self) -> bool:
+        if not self.running() or not self.started:
+            return False
+        return self.readiness.result if self.readiness.probe is not None else True
+
+
+class ApiPod:
+    def __init__(self, pod: dict, node: str, node_ip: str, pod_ip: str, image_map: dict, log_dir: pathlib.Path):
+        self.pod = pod
+        self.uid = pod["metadata"]["uid"]
+        self.node = node
+        self.node_ip = node_ip
+        self.host_network = bool((pod.get("spec") or {}).get("hostNetwork"))
+        self.pod_ip = node_ip if self.host_network else pod_ip
+        self.pod_dir = pathlib.Path("/var/lib/kubelet/pods") / self.uid
+        self.log_dir = log_dir
+        self.containers = [
+            Container(c, image_map.get(repository_of(str(c.get("image", "")))))
+            for c in (pod.get("spec") or {}).get("containers") or []
+        ]
+        for container in self.containers:
+            container.readiness = ProbeState(container.spec.get("readinessProbe"))
+            container.liveness = ProbeState(container.spec.get("livenessProbe"))
+            container.startup = ProbeState(container.spec.get("startupProbe"))
+        self.volumes: PodVolumes | None = None
+        self.setup_error: str | None = None
+        self.start_wall = time.time()
+        self.reported: str | None = None
+        self.next_report = 0.0
+        self.deleting_since: float | None = None
+
+    @property
+    def key(self) -> str:
+        meta = self.pod["metadata"]
+        return f"{meta['namespace']}/{meta['name']}"
+
+    @property
+    def restart_policy(self) -> str:
+        return (self.pod.get("spec") or {}).get("restartPolicy") or "Always"
+
+    # --- what runs ---------------------------------------------------------------------------
+    def _security(self, container: dict) -> tuple | None:
+        pod_ctx = (self.pod.get("spec") or {}).get("securityContext") or {}
+        ctx = container.get("securityContext") or {}
+        uid = ctx.get("runAsUser", pod_ctx.get("runAsUser"))
+        gid = ctx.get("runAsGroup", pod_ctx.get("runAsGroup"))
+        non_root = ctx.get("runAsNonRoot", pod_ctx.get("runAsNonRoot"))
+        if uid is None:
+            if non_root:
+                # kubelet: an image whose user is root (ours have no USER) cannot run as non-root.
+                raise PodError("container has runAsNonRoot and image will run as root")
+            return None
+        if non_root and int(uid) == 0:
+            raise PodError("container's runAsUser breaks non-root policy")
+        groups = {int(g) for g in pod_ctx.get("supplementalGroups") or []}
+        if pod_ctx.get("fsGroup") is not None:
+            groups.add(int(pod_ctx["fsGroup"]))
+        return int(uid), int(gid if gid is not None else uid), tuple(sorted(groups))
+
+    def environment(self, container: dict, api: NodeApi, api_host: str, api_port: str) -> dict[str, str]:
+        namespace = self.pod["metadata"]["namespace"]
+        env = {
+            "PATH": DEFAULT_PATH,
+            "HOSTNAME": self.node if self.host_network else self.pod["metadata"]["name"],
+            "KUBERNETES_SERVICE_HOST": api_host,
+            "KUBERNETES_SERVICE_PORT": api_port,
+            "KUBERNETES_SERVICE_PORT_HTTPS": api_port,
+            "KUBERNETES_PORT": f"tcp://{api_host}:{api_port}",
+        }
+        for source in container.get("envFrom") or []:
+            kind = "ConfigMap" if "configMapRef" in source else "Secret"
+            ref = source.get("configMapRef") or source.get("secretRef") or {}
+            data = api.object_data(kind, namespace, ref.get("name"), bool(ref.get("optional"))) or {}
+            prefix = source.get("prefix", "")
+            env.update({prefix + k: v.decode(errors="replace") for k, v in data.items()})
+        for item in container.get("env") or []:
+            name = item["name"]
+            if "valueFrom" not in item:
+                env[name] = expand(str(item.get("value", "")), env)
+                continue
+            value_from = item["valueFrom"]
+            if "fieldRef" in value_from:
+                env[name] = field_value(self.pod, value_from["fieldRef"]["fieldPath"], self.pod_ip, self.node_ip)
+            elif "configMapKeyRef" in value_from or "secretKeyRef" in value_from:
+                kind = "ConfigMap" if "configMapKeyRef" in value_from else "Secret"
+                ref = value_from.get("configMapKeyRef") or value_from.get("secretKeyRef")
+                data = api.object_data(kind, namespace, ref["name"], bool(ref.get("optional"))) or {}
+                if ref["key"] in data:
+                    env[name] = data[ref["key"]].decode(errors="replace")
+                elif not ref.get("optional"):
+                    raise PodError(f"couldn't find key {ref['key']} in {kind} {namespace}/{ref['name']}")
+            elif "resourceFieldRef" in value_from:
+                env[name] = resource_value(container, value_from["resourceFieldRef"])
+            else:
+                raise PodError(f"env {name}: valueFrom {sorted(value_from)} is not supported")
+        return env
+
+    def mounts(self, container: dict) -> list[Mount]:
+        assert self.volumes is not None
+        out = []
+        for mount in container.get("volumeMounts") or []:
+            volume = self.volumes.volumes.get(mount.get("name"))
+            if volume is None:
+                raise PodError(f"volumeMount {mount.get('name')!r} names no volume of the pod")
+            source = volume.source
+            if mount.get("subPath"):
+                source = source / mount["subPath"]
+                if not source.exists():
+                    source.mkdir(parents=True)
+            out.append(Mount(str(source), mount["mountPath"], bool(mount.get("readOnly"))))
+        return out
+
+
+def resource_value(container: dict, ref: dict) -> str:
+    resource = ref.get("resource", "")
+    kind, _, name = resource.partition(".")
+    value = ((container.get("resources") or {}).get(kind) or {}).get(name)
+    if value is None:
+        # kubelet: unset limits default to the node's allocatable; the lab reports 0 (unbounded).
+        return "0"
+    return str(value)
+
+
+class ApiPods:
+    """Every mapped pod bound to this node, kept in step with the API each poll."""
+
+    def __init__(self, kube_api, node: str, node_ip: str, image_map_file: pathlib.Path, log_dir: pathlib.Path):
+        self.api = NodeApi(kube_api)
+        self.node = node
+        self.node_ip = node_ip
+        self.image_map_file = image_map_file
+        self.log_dir = log_dir
+        self.pods: dict[str, ApiPod] = {}
+        self.next_list = 0.0
+        server = urllib.parse.urlsplit(kube_api.server)
+        self.api_host, self.api_port = server.hostname or "127.0.0.1", str(server.port or 443)
+
+    def image_map(self) -> dict:
+        try:
+            return json.loads(self.image_map_file.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    # --- reconcile --------------------------------------------------------------------------
+    def sync(self) -> None:
+        now = time.monotonic()
+        if now >= self.next_list:
+            self.next_list = now + LIST_INTERVAL
+            self._reconcile_list()
+        for pod in list(self.pods.values()):
+            self._supervise(pod, now)
+            self._report(pod, now)
+
+    def _reconcile_list(self) -> None:
+        image_map = self.image_map()
+        listed = {p["metadata"]["uid"]: p for p in self.api.pods(self.node) if claims(p, image_map)}
+        for uid in list(self.pods):
+            if uid not in listed:
+                log(f"{self.pods[uid].key} is gone from the API: stopping it")
+                self._teardown(self.pods.pop(uid))
+        taken = {p.pod_ip for p in self.pods.values()}
+        for uid, obj in listed.items():
+            pod = self.pods.get(uid)
+            if pod is None:
+                pod_ip = "" if (obj.get("spec") or {}).get("hostNetwork") else pod_address(uid, self.node_ip, taken)
+                pod = ApiPod(obj, self.node, self.node_ip, pod_ip, image_map, self.log_dir)
+                taken.add(pod.pod_ip)
+                self.pods[uid] = pod
+                log(f"{pod.key}: bound here, address {pod.pod_ip}")
+            pod.pod = obj
+            if obj["metadata"].get("deletionTimestamp") and pod.deleting_since is None:
+                pod.deleting_since = time.monotonic()
+                log(f"{pod.key}: marked for deletion")
+
+    def _teardown(self, pod: ApiPod) -> None:
+        for container in pod.containers:
+            self._stop(pod, container, MAX_GRACE)
+        shutil.rmtree(pod.pod_dir, ignore_errors=True)
+
+    def _supervise(self, pod: ApiPod, now: float) -> None:
+        if pod.deleting_since is not None:
+            grace = min(float(pod.pod["metadata"].get("deletionGracePeriodSeconds") or 0), MAX_GRACE)
+            for container in pod.containers:
+                self._stop(pod, container, grace)
+            try:
+                self.api.delete(pod.pod)
+            except RuntimeError as exc:
+                log(f"{pod.key}: delete failed: {exc}")
+                return
+            self.pods.pop(pod.uid, None)
+            shutil.rmtree(pod.pod_dir, ignore_errors=True)
+            log(f"{pod.key}: deleted")
+            return
+        if pod.volumes is None:
+            try:
+                volumes = PodVolumes(self.api, pod.pod, pod.pod_dir, self._fs_group(pod))
+                volumes.prepare()
+                pod.volumes = volumes
+                pod.setup_error = None
+            except (PodError, RuntimeError, OSError, KeyError) as exc:
+                pod.setup_error = str(exc)
+                for container in pod.containers:
+                    container.waiting_reason, container.waiting_message = "ContainerCreating", f"volumes: {exc}"
+                return
+        else:
+            with contextlib.suppress(PodError, RuntimeError, OSError):
+                pod.volumes.refresh_tokens()
+        for container in pod.containers:
+            self._supervise_container(pod, container, now)
+
+    def _fs_group(self, pod: ApiPod) -> int | None:
+        group = ((pod.pod.get("spec") or {}).get("securityContext") or {}).get("fsGroup")
+        return int(group) if group is not None else None
+
+    def _supervise_container(self, pod: ApiPod, container: Container, now: float) -> None:
+        if container.image is None:
+            container.waiting_reason = "ErrImagePull"
+            container.waiting_message = (
+                f"image {container.spec.get('image')!r} is not in the lab's image map (lab/images.py): "
+                "only pods whose every image is mapped can run"
+            )
+            return
+        if container.finished is not None:
+            return
+        if container.process is not None:
+            code = container.process.poll()
+            if code is None:
+                self._probe(pod, container, now)
+                if now - container.started_at > BACKOFF_RESET_AFTER:
+                    container.backoff = BACKOFF_INITIAL
+                return
+            self._exited(pod, container, code, now)
+            return
+        if now >= container.next_start:
+            self._start(pod, container, now)
+
+    def _exited(self, pod: ApiPod, container: Container, code: int, now: float) -> None:
+        if code < 0:
+            code = 128 - code  # killed by a signal: the shell's and the runtime's 128 + signal
+        terminated = {
+            "exitCode": code,
+            "reason": "Completed" if code == 0 else "Error",
+            "startedAt": now_rfc3339(container.started_wall),
+            "finishedAt": now_rfc3339(),
+        }
+        container.process = None
+        container.started = False
+        policy = pod.restart_policy
+        if policy == "Never" or (policy == "OnFailure" and code == 0):
+            container.finished = terminated
+            log(f"{pod.key}/{container.name} exited with {code}; restartPolicy {policy}: not restarted")
+            return
+        container.last_terminated = terminated
+        container.restarts += 1
+        container.next_start = now + container.backoff
+        container.waiting_reason = "CrashLoopBackOff"
+        container.waiting_message = (
+            f"back-off {container.backoff:.0f}s restarting failed container={container.name} pod={pod.key}"
+        )
+        log(f"{pod.key}/{container.name} exited with {code}; restart in {container.backoff:.0f} s")
+        container.backoff = min(container.backoff * 2, BACKOFF_MAX)
+
+    def _log_path(self, pod: ApiPod, container: Container) -> pathlib.Path:
+        meta = pod.pod["metadata"]
+        path = self.log_dir / "pods" / f"{meta['namespace']}_{meta['name']}_{pod.uid}" / container.name / "0.log"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        link = self.log_dir / "containers" / f"{meta['name']}_{meta['namespace']}_{container.name}-{pod.uid}.log"
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if not link.is_symlink():
+            link.symlink_to(path)
+        return path
+
+    def _start(self, pod: ApiPod, container: Container, now: float) -> None:
+        try:
+            env = pod.environment(container.spec, self.api, self.api_host, self.api_port)
+            argv = resolve_command(container.spec, container.image, env)
+            argv = listen_flags(argv, container.image, pod.pod_ip, pod.host_network)
+            executable = pathlib.Path("/usr/lib/poweraware-lab/images") / pathlib.PurePosixPath(argv[0]).name
+            if not os.access(executable, os.X_OK):
+                raise PodError(f'exec: "{argv[0]}": executable file not found in the lab image {executable.parent}')
+            mounts = pod.mounts(container.spec)
+            user = pod._security(container.spec)
+            rootfs = pod.pod_dir / "containers" / container.name / "rootfs"
+            rootfs.mkdir(parents=True, exist_ok=True)
+            working_dir = container.spec.get("workingDir")
+        except (PodError, RuntimeError, OSError, KeyError) as exc:
+            container.waiting_reason, container.waiting_message = "CreateContainerConfigError", str(exc)
+            container.next_start = now + container.backoff
+            container.backoff = min(container.backoff * 2, BACKOFF_MAX)
+            return
+        log_path = self._log_path(pod, container)
+        with open(log_path, "ab", buffering=0) as out:
+            out.write(f"==> {time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {' '.join(argv)}\n".encode())
+            try:
+                container.process = subprocess.Popen(
+                    [str(executable), *argv[1:]],
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    preexec_fn=lambda: enter_container(str(rootfs), mounts, working_dir, user),  # noqa: PLW1509
+                )
+            except (OSError, subprocess.SubprocessError) as exc:
+                container.process = None
+                container.waiting_reason, container.waiting_message = "RunContainerError", str(exc)
+                container.next_start = now + container.backoff
+                container.backoff = min(container.backoff * 2, BACKOFF_MAX)
+                return
+        container.exec_env = env  # exec probes run with the container's environment
+        container.exec_mounts = (str(rootfs), mounts, working_dir, user)
+        container.started_at, container.started_wall = now, time.time()
+        container.started = container.startup.probe is None
+        container.readiness = ProbeState(container.spec.get("readinessProbe"))
+        container.liveness = ProbeState(container.spec.get("livenessProbe"))
+        container.startup = ProbeState(container.spec.get("startupProbe"))
+        container.waiting_reason = container.waiting_message = ""
+        log(f"{pod.key}/{container.name}: pid {container.process.pid}: {' '.join(argv)}")
+
+    def _exec_probe(self, container: Container):
+        def run(command: list[str], timeout: float) -> tuple[bool, str]:
+            rootfs, mounts, working_dir, user = container.exec_mounts
+            try:
+                done = subprocess.run(
+                    [str(w) for w in command],
+                    env=container.exec_env,
+                    capture_output=True,
+                    timeout=timeout,
+                    check=False,
+                    preexec_fn=lambda: enter_container(rootfs, mounts, working_dir, user),  # noqa: PLW1509
+                )
+            except (OSError, subprocess.SubprocessError) as exc:
+                return False, f"exec probe failed: {exc}"
+            return done.returncode == 0, (done.stdout + done.stderr).decode(errors="replace")[-300:]
+
+        return run
+
+    def _probe(self, pod: ApiPod, container: Container, now: float) -> None:
+        spec, started = container.spec, container.started_at
+        if not container.started:
+            if container.startup.due(now, started):
+                ok, message = run_probe(container.startup.probe, spec, pod.pod_ip, self._exec_probe(container))
+                container.startup.record(ok, message, now)
+                if container.startup.result:
+                    container.started = True
+                elif container.startup.failures >= int(container.startup.probe.get("failureThreshold", 3)):
+                    self._kill_for_probe(pod, container, "Startup", message, now)
+            return
+        if container.liveness.due(now, started):
+            ok, message = run_probe(container.liveness.probe, spec, pod.pod_ip, self._exec_probe(container))
+            container.liveness.record(ok, message, now)
+            if not ok and container.liveness.failures >= int(container.liveness.probe.get("failureThreshold", 3)):
+                self._kill_for_probe(pod, container, "Liveness", message, now)
+                return
+        if container.readiness.due(now, started):
+            ok, message = run_probe(container.readiness.probe, spec, pod.pod_ip, self._exec_probe(container))
+            container.readiness.record(ok, message, now)
+
+    def _kill_for_probe(self, pod: ApiPod, container: Container, kind: str, message: str, now: float) -> None:
+        log(f"{pod.key}/{container.name}: {kind} probe failed ({message}): restarting it")
+        grace = float((pod.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
+        process = container.process
+        self._stop(pod, container, min(grace, MAX_GRACE))
+        self._exited(pod, container, process.returncode if process else 137, now)
+
+    def _stop(self, pod: ApiPod, container: Container, grace: float) -> None:
+        process = container.process
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout=max(grace, 0.5))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log(f"{pod.key}/{container.name}: stopped")
+
+    # --- status ------------------------------------------------------------------------------
+    def status(self, pod: ApiPod) -> dict:
+        statuses = []
+        for container in pod.containers:
+            state: dict
+            if container.running():
+                state = {"running": {"startedAt": now_rfc3339(container.started_wall)}}
+            elif container.finished is not None:
+                state = {"terminated": container.finished}
+            else:
+                waiting = {"reason": container.waiting_reason or "ContainerCreating"}
+                if container.waiting_message:
+                    waiting["message"] = container.waiting_message
+                state = {"waiting": waiting}
+            entry = {
+                "name": container.name,
+                "image": container.spec.get("image", ""),
+                "imageID": "",
+                "containerID": f"lab://{container.process.pid}" if container.running() else "",
+                "ready": container.ready(),
+                "started": container.running() and container.started,
+                "restartCount": container.restarts,
+                "state": state,
+            }
+            if container.last_terminated:
+                entry["lastState"] = {"terminated": container.last_terminated}
+            statuses.append(entry)
+        ready = bool(statuses) and all(s["ready"] for s in statuses)
+        finished = [c.finished for c in pod.containers]
+        if finished and all(f is not None for f in finished):
+            phase = "Succeeded" if all(f["exitCode"] == 0 for f in finished) else "Failed"
+        elif any(c.running() or c.finished is not None for c in pod.containers):
+            phase = "Running"
+        else:
+            phase = "Pending"
+        transition = now_rfc3339(pod.start_wall)
+
+        def condition(kind: str, value: bool) -> dict:
+            return {"type": kind, "status": "True" if value else "False", "lastTransitionTime": transition}
+
+        status = {
+            "phase": phase,
+            "conditions": [
+                condition("PodReadyToStartContainers", pod.volumes is not None),
+                condition("Initialized", True),
+                condition("Ready", ready),
+                condition("ContainersReady", ready),
+                condition("PodScheduled", True),
+            ],
+            "hostIP": self.node_ip,
+            "hostIPs": [{"ip": self.node_ip}],
+            "podIP": pod.pod_ip,
+            "podIPs": [{"ip": pod.pod_ip}],
+            "startTime": now_rfc3339(pod.start_wall),
+            "containerStatuses": statuses,
+        }
+        if pod.setup_error:
+            status["message"] = pod.setup_error
+        return status
+
+    def _report(self, pod: ApiPod, now: float) -> None:
+        if pod.uid not in self.pods:
+            return
+        status = self.status(pod)
+        # lastTransitionTime aside, report what changed at once and everything every STATUS_RESYNC.
+        fingerprint = json.dumps(status, sort_keys=True)
+        if fingerprint == pod.reported and now < pod.next_report:
+            return
+        try:
+            self.api.patch_status(pod.pod, status)
+        except RuntimeError as exc:
+            log(f"{pod.key}: status not updated: {exc}")
+            return
+        pod.reported = fingerprint
+        pod.next_report = now + STATUS_RESYNC
+
+    def stop_all(self) -> None:
+        for pod in self.pods.values():
+            for container in pod.containers:
+                self._stop(pod, container, MAX_GRACE)
+
+    def summary(self) -> dict:
+        return {
+            pod.key: {
+                "uid": pod.uid,
+                "podIP": pod.pod_ip,
+                "containers": {
+                    c.name: {
+                        "pid": c.process.pid if c.running() else None,
+                        "ready": c.ready(),
+                        "restarts": c.restarts,
+                        "waiting": c.waiting_reason if not c.running() else None,
+                        "message": c.waiting_message or None,
+                    }
+                    for c in pod.containers
+                },
+            }
+            for pod in self.pods.values()
+        }

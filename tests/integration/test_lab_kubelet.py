@@ -1,0 +1,268 @@
+"""The lab's kubelet runs the pods whose image the lab knows (lab/images.py, lab/kubelet_pods.py):
+a real kube-state-metrics as a Deployment places it, with its service-account token, a ConfigMap
+volume and downward-API environment, as a non-root user, Ready because its probe answers, restarted
+when it dies, stopped and removed when deleted; an image that cannot start says why in the status."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pathlib
+import time
+import urllib.request
+import uuid
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from lab import kubelet_pods
+
+pytestmark = pytest.mark.lab
+
+KSM_IMAGE = "registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.13.0"
+
+
+def wait_until(check, timeout: float, what: str, interval: float = 0.5):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last seen: {last!r}")
+
+
+@pytest.fixture
+def apis(lab):
+    api_client = lab.api_client()
+    return client.CoreV1Api(api_client), client.AppsV1Api(api_client), client.RbacAuthorizationV1Api(api_client)
+
+
+@pytest.fixture
+def namespace(lab, apis):
+    core, _apps, rbac = apis
+    name = f"kubelet-test-{uuid.uuid4().hex[:8]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    wait_until(
+        lambda: any(sa.metadata.name == "default" for sa in core.list_namespaced_service_account(name).items),
+        60,
+        "the default service account",
+    )
+    yield name
+    with contextlib.suppress(ApiException):
+        rbac.delete_cluster_role_binding(name)
+    with contextlib.suppress(ApiException):
+        rbac.delete_cluster_role(name)
+    with contextlib.suppress(ApiException):
+        core.delete_namespace(name)
+
+
+def ksm_pod_spec(namespace: str, **container) -> dict:
+    spec = {
+        "serviceAccountName": "ksm",
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534},
+        "containers": [
+            {
+                "name": "kube-state-metrics",
+                "image": KSM_IMAGE,
+                "args": ["--port=8080", "--telemetry-port=8081", "--resources=nodes,pods"],
+                "ports": [
+                    {"name": "http-metrics", "containerPort": 8080},
+                    {"name": "telemetry", "containerPort": 8081},
+                ],
+                "env": [
+                    {"name": "MY_NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                    {"name": "GREETING", "value": "on $(MY_NODE)"},
+                ],
+                "volumeMounts": [{"name": "settings", "mountPath": "/etc/ksm-test", "readOnly": True}],
+                "livenessProbe": {"httpGet": {"path": "/livez", "port": "http-metrics"}, "periodSeconds": 2},
+                "readinessProbe": {"httpGet": {"path": "/readyz", "port": "telemetry"}, "periodSeconds": 1},
+                **container,
+            }
+        ],
+        "volumes": [{"name": "settings", "configMap": {"name": "ksm-settings"}}],
+    }
+    return spec
+
+
+def create_ksm_prerequisites(apis, namespace: str) -> None:
+    core, _apps, rbac = apis
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": "ksm"}})
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "ksm-settings"}, "data": {"mode": "lab"}})
+    rbac.create_cluster_role(
+        {
+            "metadata": {"name": namespace},
+            "rules": [{"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["list", "watch"]}],
+        }
+    )
+    rbac.create_cluster_role_binding(
+        {
+            "metadata": {"name": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": namespace},
+            "subjects": [{"kind": "ServiceAccount", "name": "ksm", "namespace": namespace}],
+        }
+    )
+
+
+def ready_pod(core, namespace: str, timeout: float = 90):
+    def check():
+        pods = core.list_namespaced_pod(namespace).items
+        for pod in pods:
+            conditions = {c.type: c.status for c in pod.status.conditions or []}
+            if conditions.get("Ready") == "True" and pod.metadata.deletion_timestamp is None:
+                return pod
+        return None
+
+    return wait_until(check, timeout, "a Ready pod")
+
+
+def pid_of(pod) -> int:
+    container_id = pod.status.container_statuses[0].container_id
+    assert container_id.startswith("lab://"), container_id  # the lab's kubelet runs it, not kwok
+    return int(container_id.removeprefix("lab://"))
+
+
+def test_a_mapped_image_runs_for_real_with_what_kubelet_gives_a_container(lab, apis, namespace):
+    core, apps, _rbac = apis
+    create_ksm_prerequisites(apis, namespace)
+    apps.create_namespaced_deployment(
+        namespace,
+        {
+            "metadata": {"name": "ksm"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "ksm"}},
+                "template": {"metadata": {"labels": {"app": "ksm"}}, "spec": ksm_pod_spec(namespace)},
+            },
+        },
+    )
+    pod = ready_pod(core, namespace)
+    node = pod.spec.node_name
+    assert node in lab.worker_nodes
+    octet = lab.addresses[node].rsplit(".", 1)[1]
+    assert pod.status.pod_ip.startswith(f"127.245.{octet}."), pod.status.pod_ip
+    assert pod.status.host_ip == lab.addresses[node]
+    pid = pid_of(pod)
+
+    # The process: the image's executable, as the pod's user, with the pod's environment.
+    status = pathlib.Path(f"/proc/{pid}/status").read_text()
+    assert "Uid:\t65534\t65534" in status and "Gid:\t65534\t65534" in status
+    environ = dict(
+        item.split("=", 1) for item in pathlib.Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0") if item
+    )
+    assert environ["MY_NODE"] == node and environ["GREETING"] == f"on {node}"
+    assert environ["KUBERNETES_SERVICE_HOST"] == "127.0.0.1"
+    cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    assert f"--host={pod.status.pod_ip}" in cmdline
+
+    # Its file system view: the token bound to this pod, the namespace, the CA, the ConfigMap.
+    root = pathlib.Path(f"/proc/{pid}/root")
+    # (/var/run is an absolute link to /run: resolved inside the container's root, as it sees it)
+    sa_dir = pathlib.Path(kubelet_pods.resolve_in_root(str(root), "/var/run/secrets/kubernetes.io/serviceaccount"))
+    assert (sa_dir / "namespace").read_text() == namespace
+    assert "BEGIN CERTIFICATE" in (sa_dir / "ca.crt").read_text()
+    token = (sa_dir / "token").read_text()
+    review = client.AuthenticationV1Api(core.api_client).create_token_review(
+        client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token))
+    )
+    assert review.status.authenticated, review.status
+    assert review.status.user.username == f"system:serviceaccount:{namespace}:ksm"
+    assert review.status.user.extra["authentication.kubernetes.io/pod-name"] == [pod.metadata.name]
+    assert (root / "etc/ksm-test/mode").read_text() == "lab"
+    # ... made in the container's own mount namespace: nothing appeared on the node.
+    assert os.readlink(f"/proc/{pid}/ns/mnt") != os.readlink(f"/proc/{lab.node_pid(node)}/ns/mnt")
+    on_node = lab.ssh(node, "test -e /run/secrets && echo leaked || echo clean")
+    assert on_node.stdout.strip() == "clean", on_node
+
+    # It works: kube-state-metrics lists every lab node from the real API server.
+    with urllib.request.urlopen(f"http://{pod.status.pod_ip}:8080/metrics", timeout=10) as resp:
+        metrics = resp.read().decode()
+    nodes_seen = {
+        line.split('node="', 1)[1].split('"', 1)[0]
+        for line in metrics.splitlines()
+        if line.startswith("kube_node_info{")
+    }
+    assert nodes_seen == {lab.control_plane_node, *lab.worker_nodes}
+
+    # Killed, it is restarted with the last termination in the status, and Ready again.
+    os.kill(pid, 15)
+
+    def restarted():
+        current = core.read_namespaced_pod(pod.metadata.name, namespace)
+        statuses = current.status.container_statuses or []
+        return current if statuses and statuses[0].restart_count == 1 and statuses[0].ready else None
+
+    current = wait_until(restarted, 60, "a restart and Ready again")
+    last = current.status.container_statuses[0].last_state.terminated
+    assert last.exit_code == 143 and last.reason == "Error"
+    new_pid = pid_of(current)
+    assert new_pid != pid
+
+    # Deleted, it stops, leaves the API and its directory goes.
+    core.delete_namespaced_pod(pod.metadata.name, namespace)
+    wait_until(
+        lambda: (
+            not os.path.exists(f"/proc/{new_pid}") or "zombie" in pathlib.Path(f"/proc/{new_pid}/status").read_text()
+        ),
+        30,
+        "the process to stop",
+    )
+    wait_until(
+        lambda: all(p.metadata.name != pod.metadata.name for p in core.list_namespaced_pod(namespace).items),
+        30,
+        "the pod to leave the API",
+    )
+    pod_dir = lab.node_disk(node) / "var/lib/kubelet/pods" / pod.metadata.uid
+    wait_until(lambda: not pod_dir.exists(), 10, f"{pod_dir} removed")
+    # The Deployment's replacement runs for real too.
+    assert pid_of(ready_pod(core, namespace)) != new_pid
+
+
+def test_a_mapped_image_that_cannot_start_says_why(lab, apis, namespace):
+    core, _apps, _rbac = apis
+    create_ksm_prerequisites(apis, namespace)
+    missing = ksm_pod_spec(namespace, command=["/no-such-program"])
+    crashing = ksm_pod_spec(namespace, args=["--no-such-flag"])
+    for name, spec in (("missing", missing), ("crashing", crashing)):
+        core.create_namespaced_pod(namespace, {"metadata": {"name": name}, "spec": spec})
+
+    def waiting(name, reason):
+        def check():
+            pod = core.read_namespaced_pod(name, namespace)
+            statuses = pod.status.container_statuses or []
+            state = statuses[0].state.waiting if statuses else None
+            return pod if state is not None and state.reason == reason else None
+
+        return check
+
+    pod = wait_until(waiting("missing", "CreateContainerConfigError"), 60, "CreateContainerConfigError")
+    message = pod.status.container_statuses[0].state.waiting.message
+    assert "no-such-program" in message and "executable file not found" in message
+    assert pod.status.phase == "Pending"
+    pod = wait_until(waiting("crashing", "CrashLoopBackOff"), 60, "CrashLoopBackOff")
+    status = pod.status.container_statuses[0]
+    assert status.restart_count >= 1 and status.last_state.terminated.exit_code == 1
+    assert not status.ready
+    logs = lab.pod_log(namespace, "crashing")
+    assert "unknown flag: --no-such-flag" in logs
+
+
+def test_unmapped_images_stay_simulated_by_kwok(lab, apis, namespace):
+    core, _apps, _rbac = apis
+    core.create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": "pause"},
+            "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]},
+        },
+    )
+    pod = ready_pod(core, namespace)
+    assert not (pod.status.container_statuses[0].container_id or "").startswith("lab://")
+    assert pod.status.pod_ip.startswith("127.244.")  # kwok's --cidr
+    for node in lab.worker_nodes:
+        status = json.loads((lab.node_disk(node) / "var/lib/kubelet/lab-static-pods.json").read_text())
+        assert all(not key.startswith(f"{namespace}/") for key in status.get("api_pods", {}))
+    assert kubelet_pods.claims(core.api_client.sanitize_for_serialization(pod), {}) is False

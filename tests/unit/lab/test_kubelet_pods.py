@@ -1,0 +1,154 @@
+"""The lab kubelet's decisions for API pods (lab/kubelet_pods.py): which pods it claims (the same
+rule kwok's generated stages use to skip them), addresses, Kubernetes' $(VAR) expansion, the
+ENTRYPOINT/command/args rules, listen flags, volume items and paths resolved inside a container root."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import yaml
+
+from lab import images, kubelet_pods
+from lab.components import kwok
+
+KSM = "registry.k8s.io/kube-state-metrics/kube-state-metrics"
+IMAGE_MAP = images.image_map()
+
+
+def pod(*container_images, annotations=None, host_network=False):
+    return {
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u-1", "annotations": annotations or {}},
+        "spec": {
+            "containers": [{"name": f"c{i}", "image": im} for i, im in enumerate(container_images)],
+            "hostNetwork": host_network,
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("image", "repository"),
+    [
+        (f"{KSM}:v2.13.0", KSM),
+        (f"{KSM}@sha256:{'a' * 64}", KSM),
+        (f"{KSM}:v2.13.0@sha256:{'a' * 64}", KSM),
+        ("localhost:5000/tools/ksm:1", "localhost:5000/tools/ksm"),
+        ("localhost:5000/tools/ksm", "localhost:5000/tools/ksm"),
+        ("busybox", "busybox"),
+    ],
+)
+def test_repository_drops_tag_and_digest_but_not_a_registry_port(image, repository):
+    assert kubelet_pods.repository_of(image) == repository
+    assert images.repository_of(image) == repository
+
+
+def test_a_pod_is_claimed_when_any_container_is_mapped_and_never_a_mirror_pod():
+    assert kubelet_pods.claims(pod(f"{KSM}:v2.13.0"), IMAGE_MAP)
+    assert kubelet_pods.claims(pod("registry.k8s.io/pause:3.10", f"{KSM}:v2.13.0"), IMAGE_MAP)
+    assert not kubelet_pods.claims(pod("registry.k8s.io/pause:3.10"), IMAGE_MAP)
+    mirror = pod(f"{KSM}:v2.13.0", annotations={"kubernetes.io/config.mirror": "x"})
+    assert not kubelet_pods.claims(mirror, IMAGE_MAP)
+
+
+def test_kwok_stages_skip_exactly_the_pods_the_kubelet_claims(tmp_path):
+    stages = {p.name: yaml.safe_load(p.read_text()) for p in kwok.write_stages(tmp_path)}
+    pod_stages = [s for s in stages.values() if s["spec"]["resourceRef"]["kind"] == "Pod"]
+    assert {s["metadata"]["name"] for s in pod_stages} == {"pod-ready", "pod-complete", "pod-delete"}
+    for stage in pod_stages:
+        assert images.kwok_selector() in stage["spec"]["selector"]["matchExpressions"], stage["metadata"]["name"]
+    node_stages = [s for s in stages.values() if s["spec"]["resourceRef"]["kind"] == "Node"]
+    assert node_stages and all(
+        images.kwok_selector() not in (s["spec"].get("selector") or {}).get("matchExpressions", []) for s in node_stages
+    )
+    # The jq key strips what repository_of strips; NotIn compares against the same repositories.
+    assert images.kwok_selector()["values"] == sorted(IMAGE_MAP)
+
+
+def test_pod_addresses_are_stable_per_uid_distinct_and_in_the_nodes_range():
+    first = kubelet_pods.pod_address("uid-a", "127.0.1.12", set())
+    assert first == kubelet_pods.pod_address("uid-a", "127.0.1.12", set())
+    assert first.startswith("127.245.12.")
+    assert 2 <= int(first.rsplit(".", 1)[1]) <= 254
+    taken = {first}
+    again = kubelet_pods.pod_address("uid-a", "127.0.1.12", taken)
+    assert again != first and again.startswith("127.245.12.")
+    everything = {f"127.245.12.{i}" for i in range(2, 255)}
+    with pytest.raises(kubelet_pods.PodError, match="no free pod address"):
+        kubelet_pods.pod_address("uid-b", "127.0.1.12", everything)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("--node=$(NODE)", "--node=w1"),
+        ("$(NODE)-$(NODE)", "w1-w1"),
+        ("$(UNDEFINED)", "$(UNDEFINED)"),
+        ("$$(NODE)", "$(NODE)"),
+        ("cost $$5", "cost $5"),
+        ("$NODE", "$NODE"),
+    ],
+)
+def test_variable_references_expand_as_kubernetes_does(value, expected):
+    assert kubelet_pods.expand(value, {"NODE": "w1"}) == expected
+
+
+def test_command_replaces_the_entrypoint_and_args_replace_its_defaults():
+    image = IMAGE_MAP[KSM]
+    assert kubelet_pods.resolve_command({}, image, {}) == list(image["entrypoint"])
+    only_args = kubelet_pods.resolve_command({"args": ["--port=9000"]}, image, {})
+    assert only_args == ["kube-state-metrics", "--port=9000"]  # the image's default args are gone
+    command = kubelet_pods.resolve_command(
+        {"command": ["/kube-state-metrics"], "args": ["--v=$(V)"]}, image, {"V": "2"}
+    )
+    assert command == ["/kube-state-metrics", "--v=2"]
+    with pytest.raises(kubelet_pods.PodError, match="no entrypoint"):
+        kubelet_pods.resolve_command({}, {"entrypoint": []}, {})
+
+
+def test_listen_flags_put_a_pod_on_its_own_address_unless_set_or_host_network():
+    image = IMAGE_MAP[KSM]
+    argv = ["kube-state-metrics", "--port=8080"]
+    assert kubelet_pods.listen_flags(argv, image, "127.245.11.9", False) == [
+        *argv,
+        "--host=127.245.11.9",
+        "--telemetry-host=127.245.11.9",
+    ]
+    own = ["kube-state-metrics", "--host=0.0.0.0"]
+    assert kubelet_pods.listen_flags(own, image, "127.245.11.9", False) == [*own, "--telemetry-host=127.245.11.9"]
+    assert kubelet_pods.listen_flags(argv, image, "127.0.1.11", True) == argv
+
+
+def test_volume_items_select_keys_paths_and_modes_and_refuse_missing_keys():
+    data = {"a": b"1", "b": b"2"}
+    assert kubelet_pods.key_to_path_items(data, None, 0o644) == {"a": (b"1", 0o644), "b": (b"2", 0o644)}
+    picked = kubelet_pods.key_to_path_items(data, [{"key": "b", "path": "dir/b.txt", "mode": 0o400}], 0o644)
+    assert picked == {"dir/b.txt": (b"2", 0o400)}
+    with pytest.raises(kubelet_pods.PodError, match="'c' is not in"):
+        kubelet_pods.key_to_path_items(data, [{"key": "c"}], 0o644)
+
+
+def test_downward_fields_and_an_unsupported_one():
+    p = pod(f"{KSM}:v2.13.0")
+    p["metadata"]["labels"] = {"app": "x"}
+    p["spec"]["nodeName"] = "w1"
+    assert kubelet_pods.field_value(p, "metadata.namespace", "", "") == "ns"
+    assert kubelet_pods.field_value(p, "spec.nodeName", "", "") == "w1"
+    assert kubelet_pods.field_value(p, "status.podIP", "127.245.1.2", "") == "127.245.1.2"
+    assert kubelet_pods.field_value(p, "metadata.labels['app']", "", "") == "x"
+    with pytest.raises(kubelet_pods.PodError, match="not supported"):
+        kubelet_pods.field_value(p, "spec.priority", "", "")
+
+
+def test_container_paths_resolve_inside_the_root_through_absolute_symlinks(tmp_path):
+    root = tmp_path / "rootfs"
+    (root / "run").mkdir(parents=True)
+    (root / "var").mkdir()
+    os.symlink("/run", root / "var" / "run")  # Debian's /var/run, absolute
+    os.symlink("../../etc", root / "var" / "up")
+    resolved = kubelet_pods.resolve_in_root(str(root), "/var/run/secrets/kubernetes.io/serviceaccount")
+    assert resolved == str(root / "run" / "secrets" / "kubernetes.io" / "serviceaccount")
+    # ".." never climbs out of the root, whatever the link says.
+    assert kubelet_pods.resolve_in_root(str(root), "/var/up/../../../x") == str(root / "x")
+    os.symlink("loop", root / "loop")
+    with pytest.raises(OSError, match="too many levels"):
+        kubelet_pods.resolve_in_root(str(root), "/loop/x")
