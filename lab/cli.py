@@ -147,7 +147,7 @@ def cmd_reboot(args: argparse.Namespace) -> int:
 def pod_logs(lab: cluster.Lab, pod: str, container: str | None) -> list[pathlib.Path]:
     """The log files of a pod the lab's kubelet runs (static or bound), on every node's disk, as
     kubelet keeps them: /var/log/pods/<namespace>_<name>_<uid>/<container>/0.log."""
-    namespace, _, name = pod.rpartition("/")
+    namespace, _slash, name = pod.rpartition("/")
     namespace = namespace or "default"
     found = []
     for node in lab.config.nodes:

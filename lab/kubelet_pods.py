@@ -731,7 +731,7 @@ class ApiPod:
 
 def resource_value(container: dict, ref: dict) -> str:
     resource = ref.get("resource", "")
-    kind, _, name = resource.partition(".")
+    kind, _dot, name = resource.partition(".")
     value = ((container.get("resources") or {}).get(kind) or {}).get(name)
     if value is None:
         # kubelet: unset limits default to the node's allocatable; the lab reports 0 (unbounded).
