@@ -12,10 +12,10 @@ import urllib.request
 class Api:
     """Just enough of the Kubernetes REST API for bring-up (the kubernetes client is slow to import)."""
 
-    def __init__(self, url: str, pki_dir: pathlib.Path):
+    def __init__(self, url: str, pki_dir: pathlib.Path, user: str = "admin"):
         self.url = url
         self.context = ssl.create_default_context(cafile=str(pki_dir / "ca.crt"))
-        self.context.load_cert_chain(str(pki_dir / "admin.crt"), str(pki_dir / "admin.key"))
+        self.context.load_cert_chain(str(pki_dir / f"{user}.crt"), str(pki_dir / f"{user}.key"))
 
     def request(self, method: str, path: str, body: dict | None = None, timeout: float = 10.0):
         data = json.dumps(body).encode() if body is not None else None

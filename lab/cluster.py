@@ -41,7 +41,7 @@ import yaml
 
 from lab import assets, images, nodes, pki
 from lab.api import Api, http_ok, insecure_context, node_ready
-from lab.components import etcd, kube_apiserver, kube_controller_manager, kwok
+from lab.components import cluster_dns, etcd, kube_apiserver, kube_controller_manager, kwok, network, service_proxy
 from lab.process import (
     STATE_ENV,
     LabProcess,
@@ -62,6 +62,8 @@ STATE_FILE = "lab.json"
 CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
 DEFAULT_SYSFS_SCENARIO = "intel_pstate_active"
 PORTS = {"etcd": 2379, "etcd-peer": 2380, "apiserver": 6443, "controller-manager": 10257, "scheduler": 10259}
+# The control-plane ports the controller reaches on 127.0.0.1 (relayed into the lab's network).
+RELAYED_PORTS = ("etcd", "apiserver", "controller-manager", "scheduler")
 __all__ = ["STATE_ENV", "Lab", "LabConfig", "LabError", "node_ready", "process_alive", "tagged_processes"]
 
 
@@ -342,9 +344,11 @@ class Lab:
                 paths.kubeconfig: ("kubernetes-admin", "system:masters"),
                 paths.pki / "controller-manager.conf": ("system:kube-controller-manager", None),
                 paths.pki / "kwok.conf": ("kwok-controller", "system:masters"),
+                paths.pki / "kube-proxy.conf": ("system:kube-proxy", None),
             },
         )
-        self._write_admin_client_cert(lab_pki)
+        self._write_client_cert(paths.kubeconfig, "admin")
+        self._write_client_cert(paths.pki / "kube-proxy.conf", "kube-proxy")
         hosts = self.hosts
         hosts.create_login_key()
         for node in config.nodes:
@@ -352,6 +356,16 @@ class Lab:
         manifests = paths.node_disk(config.control_plane) / "etc" / "kubernetes" / "manifests"
         pki.atomic_write(manifests / "kube-scheduler.yaml", scheduler_manifest(config), 0o600)
 
+        # Every other process joins the network namespace this one makes (lab/components/network.py).
+        border = network.component(
+            paths.state_dir / "network.json",
+            paths.state_dir / "network.ready",
+            [("127.0.0.1", config.port(name)) for name in RELAYED_PORTS]
+            + [(node.address, nodes.SSH_PORT) for node in config.nodes],
+            [network.POD_CIDR, pki.SERVICE_CIDR],
+        )
+        self._start(border)
+        self.wait_for("the lab's network namespace", border.health, "network")
         etcd_component = etcd.component(
             bin_dir, paths.state_dir / "etcd", config.port("etcd"), config.port("etcd-peer")
         )
@@ -363,6 +377,9 @@ class Lab:
         self._start(apiserver)
         self.wait_for("kube-apiserver /readyz", apiserver.health, "kube-apiserver")
         self._bind_cluster_admins()
+        self._create_kube_dns_service()
+        self._start(service_proxy.component(config.api_url, paths.pki))
+        self._start(cluster_dns.component(config.api_url, paths.pki))
         kcm = kube_controller_manager.component(
             bin_dir, config.port("controller-manager"), paths.pki / "controller-manager.conf", lab_pki
         )
@@ -404,6 +421,9 @@ class Lab:
             f"--node-name={node.name}",
             f"--node-ip={node.address}",
             f"--image-map=/usr/lib/poweraware-lab/images/{images.MAP_FILE}",
+            f"--pod-cidr={pod_cidr(node)}",
+            f"--cluster-dns={cluster_dns.DNS_IP}",
+            f"--cluster-domain={cluster_dns.CLUSTER_DOMAIN}",
         ]
 
     def _bind_cluster_admins(self) -> None:
@@ -421,21 +441,52 @@ class Lab:
             if exc.code != 409:
                 raise LabError(f"creating ClusterRoleBinding kubeadm:cluster-admins: {exc.code}") from exc
 
-    def _write_admin_client_cert(self, lab_pki: pki.LabPki) -> None:
-        # The bring-up code and tests talk TLS with files; same identity as the admin kubeconfig.
-        kubeconfig = yaml.safe_load(self.paths.kubeconfig.read_text())
+    def _write_client_cert(self, kubeconfig_path: pathlib.Path, stem: str) -> None:
+        # The bring-up code, the lab's services and tests talk TLS with files: same identity as the
+        # kubeconfig.
+        kubeconfig = yaml.safe_load(kubeconfig_path.read_text())
         user = kubeconfig["users"][0]["user"]
-        pki.atomic_write(lab_pki.path("admin.crt"), base64.b64decode(user["client-certificate-data"]))
-        pki.atomic_write(lab_pki.path("admin.key"), base64.b64decode(user["client-key-data"]), 0o600)
+        pki.atomic_write(self.paths.pki / f"{stem}.crt", base64.b64decode(user["client-certificate-data"]))
+        pki.atomic_write(self.paths.pki / f"{stem}.key", base64.b64decode(user["client-key-data"]), 0o600)
+
+    def _create_kube_dns_service(self) -> None:
+        # kubeadm's DNS add-on reserves the tenth address of the service CIDR, the one every
+        # kubelet's clusterDNS names; the lab's cluster DNS serves it (lab/components/cluster_dns.py).
+        body = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": "kube-dns",
+                "namespace": "kube-system",
+                "labels": {"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS"},
+            },
+            "spec": {
+                "clusterIP": cluster_dns.DNS_IP,
+                "ports": [
+                    {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
+                    {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53},
+                ],
+            },
+        }
+        try:
+            self.api().request("POST", "/api/v1/namespaces/kube-system/services", body)
+        except urllib.error.HTTPError as exc:
+            if exc.code != 409:
+                raise LabError(f"creating Service kube-system/kube-dns: {exc.code}") from exc
+
+    def _in_lab_network(self, argv: list[str]) -> list[str]:
+        border = self.processes.get("network")
+        return network.enter_argv(border["pid"]) + argv if border else argv
 
     def _spawn_node(self, name: str, argv: list[str]) -> dict:
-        info = spawn(argv, self.paths.log(name), self.paths.state_dir, self.paths.state_dir)
+        info = spawn(self._in_lab_network(argv), self.paths.log(name), self.paths.state_dir, self.paths.state_dir)
         self.processes[name] = info
         return info
 
     def _start(self, component: LabProcess) -> None:
+        argv = component.argv if component.name == "network" else self._in_lab_network(component.argv)
         self.processes[component.name] = spawn(
-            component.argv, self.paths.log(component.name), self.paths.state_dir, self.paths.state_dir, component.env
+            argv, self.paths.log(component.name), self.paths.state_dir, self.paths.state_dir, component.env
         )
         self._save_state("starting")
 
@@ -613,6 +664,12 @@ class Lab:
                     else:
                         child.unlink()
         return stopped
+
+
+def pod_cidr(node: nodes.Node) -> str:
+    """The node's share of the pod CIDR: 10.244.<the node address's last octet>.0/24."""
+    prefix = network.POD_CIDR.split(".")[:2]
+    return ".".join([*prefix, node.address.rsplit(".", 1)[-1], "0"]) + "/24"
 
 
 def scheduler_manifest(config: LabConfig) -> str:

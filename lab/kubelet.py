@@ -462,9 +462,10 @@ class Runner:
             self.mirrors = MirrorPods(args.kubeconfig, args.node_name, args.node_ip)
         # Pods the scheduler binds here whose image the lab knows (lab/kubelet_pods.py).
         self.api_pods: kubelet_pods.ApiPods | None = None
+        self.network = kubelet_pods.PodNetwork(args.pod_cidr, args.cluster_dns, args.cluster_domain)
         if self.mirrors is not None and args.image_map:
             self.api_pods = kubelet_pods.ApiPods(
-                self.mirrors.api, args.node_name, args.node_ip, args.image_map, self.log_dir
+                self.mirrors.api, args.node_name, args.node_ip, args.image_map, self.log_dir, self.network
             )
         self.pods: dict[pathlib.Path, RunningPod] = {}
         self.stopping = False
@@ -508,13 +509,28 @@ class Runner:
                     stderr=subprocess.STDOUT,
                     cwd=container.cwd,
                     env=env,
-                    preexec_fn=_die_with_parent,  # noqa: PLW1509 - single-threaded runner
+                    preexec_fn=self._preexec(pod),  # noqa: PLW1509 - single-threaded runner
                 )
             pod.processes.append(proc)
             log(f"started {pod.spec.name}/{container.name} pid {proc.pid} from {pod.manifest.name}")
         pod.started_at = time.monotonic()
         pod.started_wall = time.time()
         pod.ready = False
+
+    def _preexec(self, pod: RunningPod):
+        """kubelet's DNS for a static pod: ``ClusterFirstWithHostNet`` gets the cluster DNS in a
+        resolv.conf of its own (kube-scheduler reaching an extender by its Service name needs it);
+        every other policy of a host-network pod keeps the node's file."""
+        assert pod.spec is not None
+        manifest = dict(pod.spec.manifest)
+        manifest.setdefault("metadata", {}).setdefault("namespace", pod.spec.namespace)
+        text = kubelet_pods.resolv_conf(manifest, self.network.cluster_dns, self.network.cluster_domain)
+        if text is None:
+            return _die_with_parent
+        resolv = self.run_dir / f"{pod.spec.namespace}_{pod.spec.name}.resolv.conf"
+        resolv.parent.mkdir(parents=True, exist_ok=True)
+        resolv.write_text(text)
+        return lambda: kubelet_pods.enter_host_network_pod(str(resolv))
 
     def _stop(self, pod: RunningPod) -> None:
         if not pod.processes:
@@ -688,6 +704,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--image-map", type=pathlib.Path, help="run the pods bound to --node-name whose image this map knows"
     )
+    parser.add_argument("--pod-cidr", default="10.244.0.0/24", help="the node's pod addresses (an IPv4 /24)")
+    parser.add_argument("--cluster-dns", default="10.96.0.10", help="kubelet's clusterDNS")
+    parser.add_argument("--cluster-domain", default="cluster.local", help="kubelet's clusterDomain")
     return Runner(parser.parse_args(argv)).run()
 
 

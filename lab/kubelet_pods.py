@@ -16,8 +16,13 @@ one:
   the environment (``env`` with ``valueFrom``, ``envFrom``, ``KUBERNETES_SERVICE_HOST/PORT`` naming
   the API server from the node's kubelet.conf), ``workingDir``, and the user and groups of its
   ``securityContext``;
-- an address: ``hostNetwork`` pods use the node's; every other pod gets one of its own in
-  127.245.<node>.0/24, and the image map's flags make the process listen there only;
+- an address: ``hostNetwork`` pods use the node's; every other pod gets one of its own in the
+  node's pod CIDR (``--pod-cidr``, 10.244.<node>.0/24; the lab's network routes it to ``lo``, see
+  lab/components/network.py), and the image map's flags make the process listen there only;
+- DNS as kubelet sets it: a pod with ``dnsPolicy: ClusterFirst`` (or ``ClusterFirstWithHostNet``
+  on the host network) gets a resolv.conf naming the cluster DNS with the
+  ``<ns>.svc.<domain> svc.<domain> <domain>`` search path and ``ndots:5``, merged with its
+  ``dnsConfig``; ``Default`` keeps the node's, ``None`` uses ``dnsConfig`` alone;
 - readiness, liveness and startup probes (httpGet, tcpSocket, exec) on the pod's address, restarts
   with kubelet's back-off (10 s doubling to 5 min, here 1 s to 20 s), ``restartPolicy``;
 - the pod's status (phase, podIP, conditions, container states with ``CrashLoopBackOff`` and the
@@ -40,6 +45,7 @@ import ctypes
 import ctypes.util
 import dataclasses
 import hashlib
+import ipaddress
 import json
 import os
 import pathlib
@@ -60,7 +66,6 @@ BACKOFF_RESET_AFTER = 60.0
 MAX_GRACE = 10.0
 LIST_INTERVAL = 2.0
 STATUS_RESYNC = 30.0
-POD_ADDRESS_PREFIX = "127.245."
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 TOKEN_REFRESH_AT = 0.8  # kubelet renews a projected token after 80 % of its life
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
@@ -108,15 +113,51 @@ def claims(pod: dict, image_map: dict) -> bool:
     return any(repository_of(str(c.get("image", ""))) in image_map for c in containers)
 
 
-def pod_address(uid: str, node_ip: str, taken: set[str]) -> str:
-    """A stable address of the pod's own: 127.245.<node's last octet>.<2-254>, from the uid."""
-    octet = node_ip.rsplit(".", 1)[-1]
+def pod_address(uid: str, pod_cidr: str, taken: set[str]) -> str:
+    """A stable address of the pod's own in the node's /24 pod CIDR: .2 to .254, from the uid
+    (.1 is the gateway's on a real node)."""
+    network = ipaddress.ip_network(pod_cidr)
+    if network.version != 4 or network.prefixlen != 24:
+        raise PodError(f"the lab kubelet's --pod-cidr must be an IPv4 /24, not {pod_cidr}")
     start = int(hashlib.sha256(uid.encode()).hexdigest(), 16) % 253
     for offset in range(253):
-        address = f"{POD_ADDRESS_PREFIX}{octet}.{2 + (start + offset) % 253}"
+        address = str(network.network_address + 2 + (start + offset) % 253)
         if address not in taken:
             return address
-    raise PodError(f"no free pod address left in {POD_ADDRESS_PREFIX}{octet}.0/24")
+    raise PodError(f"no free pod address left in {pod_cidr}")
+
+
+MAX_DNS_SEARCH = 32  # kubelet's limit (validation.MaxDNSSearchPaths)
+
+
+def resolv_conf(pod: dict, cluster_dns: str, domain: str) -> str | None:
+    """The pod's /etc/resolv.conf as kubelet writes it (pkg/kubelet/network/dns), or None when the
+    pod keeps the node's (``dnsPolicy: Default``, or ``ClusterFirst`` on the host network)."""
+    spec = pod.get("spec") or {}
+    policy = spec.get("dnsPolicy") or "ClusterFirst"
+    config = spec.get("dnsConfig") or {}
+    host_network = bool(spec.get("hostNetwork"))
+    if policy == "Default" or (policy == "ClusterFirst" and host_network):
+        return None
+    if policy in ("ClusterFirst", "ClusterFirstWithHostNet"):
+        namespace = pod["metadata"]["namespace"]
+        servers = [cluster_dns]
+        searches = [f"{namespace}.svc.{domain}", f"svc.{domain}", domain]
+        options = {"ndots": "5"}
+    elif policy == "None":
+        servers, searches, options = [], [], {}
+    else:
+        raise PodError(f"dnsPolicy {policy!r} is not one of ClusterFirst, ClusterFirstWithHostNet, Default, None")
+    servers += [s for s in config.get("nameservers") or [] if s not in servers]
+    searches += [s for s in config.get("searches") or [] if s not in searches]
+    for option in config.get("options") or []:
+        options[option["name"]] = option.get("value")
+    lines = [f"nameserver {server}" for server in servers[:3]]
+    if searches:
+        lines.append("search " + " ".join(searches[:MAX_DNS_SEARCH]))
+    if options:
+        lines.append("options " + " ".join(k if v is None else f"{k}:{v}" for k, v in options.items()))
+    return "\n".join(lines) + "\n"
 
 
 _VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
@@ -474,6 +515,18 @@ def _make_mount_point(root: str, target: str, is_dir: bool, scratch: str, counte
     return inside
 
 
+def enter_host_network_pod(resolv: str) -> None:
+    """Runs in a host-network static pod's process before exec when kubelet gives it a resolv.conf
+    of its own (``ClusterFirstWithHostNet``): a private mount namespace of the node's where only
+    /etc/resolv.conf differs."""
+    with contextlib.suppress(OSError, AttributeError):
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if _libc.unshare(CLONE_NEWNS) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
+    _mount("none", "/", None, MS_REC | MS_PRIVATE)
+    _mount(resolv, "/etc/resolv.conf", None, MS_BIND)
+
+
 def enter_container(rootfs: str, mounts: list[Mount], working_dir: str | None, user: tuple | None) -> None:
     """Runs in the container's first process before exec: a private mount namespace whose root is
     a tmpfs holding the node's top-level directories (recursive binds) and the volumes."""
@@ -622,9 +675,21 @@ class Container:
         return self.readiness.result if self.readiness.probe is not None else True
 
 
+@dataclasses.dataclass(frozen=True)
+class PodNetwork:
+    """What kubelet's configuration says of the network: the node's pod CIDR, the cluster DNS."""
+
+    pod_cidr: str
+    cluster_dns: str
+    cluster_domain: str = "cluster.local"
+
+
 class ApiPod:
-    def __init__(self, pod: dict, node: str, node_ip: str, pod_ip: str, image_map: dict, log_dir: pathlib.Path):
+    def __init__(
+        self, pod: dict, node: str, node_ip: str, pod_ip: str, image_map: dict, log_dir: pathlib.Path, dns: str | None
+    ):
         self.pod = pod
+        self.dns = dns  # the pod's resolv.conf, or None for the node's
         self.uid = pod["metadata"]["uid"]
         self.node = node
         self.node_ip = node_ip
@@ -642,6 +707,7 @@ class ApiPod:
             container.startup = ProbeState(container.spec.get("startupProbe"))
         self.volumes: PodVolumes | None = None
         self.setup_error: str | None = None
+        self.network_error: str | None = None  # no address or resolv.conf could be given
         self.start_wall = time.time()
         self.reported: str | None = None
         self.next_report = 0.0
@@ -726,6 +792,11 @@ class ApiPod:
                 if not source.exists():
                     source.mkdir(parents=True)
             out.append(Mount(str(source), mount["mountPath"], bool(mount.get("readOnly"))))
+        if self.dns is not None:
+            resolv = self.pod_dir / "resolv.conf"
+            if not resolv.exists():
+                resolv.write_text(self.dns)
+            out.append(Mount(str(resolv), "/etc/resolv.conf", True))
         return out
 
 
@@ -742,8 +813,17 @@ def resource_value(container: dict, ref: dict) -> str:
 class ApiPods:
     """Every mapped pod bound to this node, kept in step with the API each poll."""
 
-    def __init__(self, kube_api, node: str, node_ip: str, image_map_file: pathlib.Path, log_dir: pathlib.Path):
+    def __init__(
+        self,
+        kube_api,
+        node: str,
+        node_ip: str,
+        image_map_file: pathlib.Path,
+        log_dir: pathlib.Path,
+        network: PodNetwork,
+    ):
         self.api = NodeApi(kube_api)
+        self.network = network
         self.node = node
         self.node_ip = node_ip
         self.image_map_file = image_map_file
@@ -780,8 +860,16 @@ class ApiPods:
         for uid, obj in listed.items():
             pod = self.pods.get(uid)
             if pod is None:
-                pod_ip = "" if (obj.get("spec") or {}).get("hostNetwork") else pod_address(uid, self.node_ip, taken)
-                pod = ApiPod(obj, self.node, self.node_ip, pod_ip, image_map, self.log_dir)
+                network = self.network
+                try:
+                    dns = resolv_conf(obj, network.cluster_dns, network.cluster_domain)
+                    host_network = (obj.get("spec") or {}).get("hostNetwork")
+                    pod_ip = "" if host_network else pod_address(uid, network.pod_cidr, taken)
+                    setup_error = None
+                except PodError as exc:
+                    dns, pod_ip, setup_error = None, "", str(exc)
+                pod = ApiPod(obj, self.node, self.node_ip, pod_ip, image_map, self.log_dir, dns)
+                pod.network_error = setup_error
                 taken.add(pod.pod_ip)
                 self.pods[uid] = pod
                 log(f"{pod.key}: bound here, address {pod.pod_ip}")
@@ -808,6 +896,11 @@ class ApiPods:
             self.pods.pop(pod.uid, None)
             shutil.rmtree(pod.pod_dir, ignore_errors=True)
             log(f"{pod.key}: deleted")
+            return
+        if pod.network_error:
+            pod.setup_error = pod.network_error
+            for container in pod.containers:
+                container.waiting_reason, container.waiting_message = "ContainerCreating", pod.network_error
             return
         if pod.volumes is None:
             try:

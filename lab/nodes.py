@@ -21,8 +21,10 @@ process in its mount namespace, and with the last one the namespace and all its 
 
 from __future__ import annotations
 
+import configparser
 import contextlib
 import dataclasses
+import io
 import json
 import os
 import pathlib
@@ -35,6 +37,7 @@ import time
 import yaml
 
 from lab import fake_sysfs, pki
+from lab.components import network
 
 LAB_DIR = pathlib.Path(__file__).resolve().parent
 REPO_ROOT = LAB_DIR.parent
@@ -85,6 +88,16 @@ def port_open(address: str, port: int, timeout: float = 0.5) -> bool:
     try:
         with socket.create_connection((address, port), timeout=timeout):
             return True
+    except OSError:
+        return False
+
+
+def sshd_answers(address: str, port: int = 22, timeout: float = 2.0) -> bool:
+    """sshd itself answered (its version banner), not only the lab's border relaying the port."""
+    try:
+        with socket.create_connection((address, port), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            return sock.recv(4).startswith(b"SSH-")
     except OSError:
         return False
 
@@ -174,7 +187,42 @@ class NodeHosts:
             kubelet_config.update({"cpuManagerPolicy": "static", "reservedSystemCPUs": WORKER_RESERVED_CPUS})
         pki.atomic_write(kubelet_dir / "config.yaml", yaml.safe_dump(kubelet_config, sort_keys=False), 0o644)
         self._install_lab_files(name)
+        self._write_site_network_files(disk)
         self.power_on_kernel(name)
+
+    @staticmethod
+    def _write_site_network_files(disk: pathlib.Path) -> None:
+        """What a site configures on its hosts: the resolver, and the egress proxy for packages.
+
+        The lab's network has no route out (lab/components/network.py), so there is no site
+        resolver to name: a node resolves from /etc/hosts (every node is there), and pip and apt
+        reach the package registries through the lab's egress proxy, which resolves outside - as on
+        a site whose hosts reach the internet only through a proxy. Cluster names do not resolve on
+        a node, as on kubeadm hosts whose resolver is the site's: only pods whose ``dnsPolicy``
+        gives them the cluster DNS resolve ``*.svc.cluster.local`` (lab/kubelet_pods.py)."""
+        etc = disk / "etc"
+        pki.atomic_write(
+            etc / "resolv.conf",
+            "# The lab has no site resolver (nothing can be reached outside the lab's network): names\n"
+            "# resolve from /etc/hosts; pip and apt go through the site's proxy (/etc/pip.conf, apt.conf.d).\n"
+            "options timeout:1 attempts:1\n",
+            0o644,
+        )
+        pip = configparser.ConfigParser()
+        pip.read("/etc/pip.conf")  # the machine's own settings (a CA bundle, say) stay
+        if not pip.has_section("global"):
+            pip.add_section("global")
+        pip.set("global", "proxy", network.proxy_url())
+        text = io.StringIO()
+        pip.write(text)
+        pki.atomic_write(etc / "pip.conf", text.getvalue(), 0o644)
+        apt = etc / "apt" / "apt.conf.d"
+        apt.mkdir(parents=True, exist_ok=True)
+        pki.atomic_write(
+            apt / "90site-proxy",
+            f'Acquire::http::Proxy "{network.proxy_url()}";\nAcquire::https::Proxy "{network.proxy_url()}";\n',
+            0o644,
+        )
 
     def _install_lab_files(self, name: str) -> None:
         # The kubelet stand-in and the service manager, as a package would install them.
@@ -237,7 +285,7 @@ class NodeHosts:
         while time.monotonic() < deadline:
             if not _alive(info["pid"]):
                 raise NodeError(f"node {name} did not boot; see {info['log']}")
-            if host_key.exists() and port_open(node.address, SSH_PORT):
+            if host_key.exists() and sshd_answers(node.address, SSH_PORT):
                 info["mnt_ns"] = _mnt_ns(info["pid"])
                 return info
             time.sleep(0.1)

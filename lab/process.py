@@ -10,6 +10,7 @@ import pathlib
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 
@@ -28,6 +29,16 @@ class LabProcess:
     argv: list[str]
     health: Callable[[], bool] | None = None
     env: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+def python_module(name: str, module: str, args: list[str], health: Callable[[], bool] | None = None) -> LabProcess:
+    """A lab process that is one of the lab's own Python modules, run by the controller's Python."""
+    return LabProcess(
+        name,
+        [sys.executable, "-m", module, *args],
+        health=health,
+        env={"PYTHONPATH": str(pathlib.Path(__file__).resolve().parent.parent)},
+    )
 
 
 def spawn(

@@ -9,6 +9,7 @@ import pathlib
 import yaml
 
 from lab import images
+from lab.components.network import KWOK_POD_CIDR
 from lab.process import LabProcess
 
 ANNOTATION = "kwok.x-k8s.io/node"
@@ -42,8 +43,9 @@ def component(bin_dir: pathlib.Path, kubeconfig: pathlib.Path, home: pathlib.Pat
             *(f"--config={stage}" for stage in stages),
             f"--manage-nodes-with-annotation-selector={ANNOTATION}=fake",
             "--node-lease-duration-seconds=40",
-            # Pod addresses stay on loopback: nothing the API server proxies to may leave this machine.
-            "--cidr=127.244.0.0/16",
+            # Pods kwok only pretends to run get addresses nothing answers on, inside the lab's
+            # network (lab/components/network.py), which nothing can leave.
+            f"--cidr={KWOK_POD_CIDR}",
         ],
         # kwok also reads ~/.kwok/kwok.yaml: keep a user's own kwok set-up out of the lab.
         env={"HOME": str(home)},

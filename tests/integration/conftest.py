@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -21,6 +22,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from lab import assets, cli, cluster, nodes  # noqa: E402 - needs the repository root on sys.path
+from lab.components import network  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +55,11 @@ class LabHandle:
         scheduler_healthy(): whether ``https://127.0.0.1:10259/healthz`` answers ok.
         wait_scheduler_healthy(timeout): wait for that, raising ``TimeoutError``.
         static_pods_status(): the control-plane kubelet's status (pods by manifest file: pids, sha256, state).
+        lab_socket(): a TCP socket in the lab's network (lab/components/network.py): a server a test
+            binds with it (on 127.0.0.1, say) is reached by the cluster's processes, not from here.
+        in_lab_network(argv): ``argv`` prefixed to run in the lab's network (a server of the site's
+            network, such as a Prometheus the roles query from the nodes).
+        lab_http_get(url): (status, body) of a plain-HTTP GET made from inside the lab's network.
         scheduler_log(): kube-scheduler's current log file (kubelet's /var/log/pods file on the node's disk).
     """
 
@@ -87,6 +94,31 @@ class LabHandle:
         """What the lab's kubelet kept of a pod's output (``make lab-logs POD=...``)."""
         lab = cluster.Lab.from_state(self.state_dir, log=lambda _m: None)
         return "".join(path.read_text(errors="replace") for path in cli.pod_logs(lab, f"{namespace}/{pod}", None))
+
+    def _border_pid(self) -> int:
+        return cluster.Lab.from_state(self.state_dir, log=lambda _m: None).processes["network"]["pid"]
+
+    def lab_socket(self):
+        return network.socket_in(network.netns_path(self._border_pid()))
+
+    def in_lab_network(self, argv: list[str]) -> list[str]:
+        return network.enter_argv(self._border_pid()) + argv
+
+    def lab_http_get(self, url: str, timeout: float = 5.0) -> tuple[int, bytes]:
+        parts = urllib.parse.urlsplit(url)
+        sock = self.lab_socket()
+        try:
+            sock.settimeout(timeout)
+            sock.connect((parts.hostname, parts.port or 80))
+            path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+            sock.sendall(f"GET {path} HTTP/1.0\r\nHost: {parts.netloc}\r\n\r\n".encode())
+            data = b""
+            while chunk := sock.recv(65536):
+                data += chunk
+        finally:
+            sock.close()
+        head, _sep, body = data.partition(b"\r\n\r\n")
+        return int(head.split(b" ", 2)[1]), body
 
     def node_sysfs(self, name: str) -> pathlib.Path:
         self._check(name)

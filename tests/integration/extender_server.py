@@ -19,6 +19,7 @@ import datetime
 import ipaddress
 import json
 import pathlib
+import socket
 import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -116,7 +117,8 @@ class Call:
 
 
 class ExtenderServer:
-    """Serve the extender on 127.0.0.1:<free port> until ``stop()``; ``calls`` lists the requests."""
+    """Serve the extender on 127.0.0.1:<free port> until ``stop()``; ``calls`` lists the requests.
+    ``listen_socket`` (``lab.lab_socket()``) puts it in the lab's network, where kube-scheduler is."""
 
     def __init__(
         self,
@@ -125,6 +127,7 @@ class ExtenderServer:
         preferred_node: str,
         excluded_node: str,
         prefix: str = "/scheduler",
+        listen_socket: socket.socket | None = None,
     ):
         if preferred_node == excluded_node:
             raise ValueError("the preferred node cannot be the excluded one")
@@ -162,7 +165,13 @@ class ExtenderServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        # A socket made elsewhere (in the lab's network, where kube-scheduler runs) or this machine's.
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler, bind_and_activate=False)
+        if listen_socket is not None:
+            self.httpd.socket.close()
+            self.httpd.socket = listen_socket
+        self.httpd.server_bind()
+        self.httpd.server_activate()
         self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
         self.port = self.httpd.server_address[1]
         self.url = f"https://127.0.0.1:{self.port}{self.prefix}"

@@ -20,6 +20,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from lab import assets, cluster, nodes
+from lab.components import network
 
 pytestmark = pytest.mark.lab
 
@@ -287,6 +288,28 @@ def test_nodes_are_hosts_reached_over_ssh(lab):
     assert listing.split("\n")[:2] == ["600 /etc/kubernetes/admin.conf", "600 /etc/kubernetes/scheduler.conf"]
     worker_config = lab.ssh(lab.worker_nodes[0], "cat /var/lib/kubelet/config.yaml").stdout
     assert "reservedSystemCPUs: 0-1" in worker_config
+
+
+def test_the_lab_network_lets_nothing_out_but_the_sites_proxy(lab):
+    """Every lab process shares one network namespace that is not the controller's; from a node,
+    nothing outside is reachable (no route), peers resolve from /etc/hosts, cluster names do not
+    resolve on the host, and pip and apt name the site's egress proxy (the converges' pip installs
+    go through it)."""
+    instance = cluster.Lab.from_state(lab.state_dir, log=lambda _msg: None)
+    assert instance is not None
+    # The border made the namespace (its listeners stay in this machine's); everything else joined it.
+    namespaces = {os.readlink(f"/proc/{info['pid']}/ns/net") for info in instance.processes.values()}
+    assert len(namespaces) == 1 and os.readlink("/proc/self/ns/net") not in namespaces
+    node = lab.worker_nodes[0]
+    direct = lab.ssh(
+        node, "python3 -c \"import socket; socket.create_connection(('198.51.100.7', 443), timeout=3)\"", check=False
+    )
+    assert direct.returncode != 0 and "Network is unreachable" in direct.stderr, direct
+    peer = lab.worker_nodes[-1]
+    assert lab.ssh(node, f"getent hosts {peer}").stdout.split()[0] == lab.addresses[peer]
+    assert lab.ssh(node, "getent hosts kubernetes.default.svc.cluster.local", check=False).returncode != 0
+    assert f"proxy = {network.proxy_url()}" in lab.ssh(node, "cat /etc/pip.conf").stdout
+    assert network.proxy_url() in lab.ssh(node, "cat /etc/apt/apt.conf.d/90site-proxy").stdout
 
 
 def test_ansible_facts_name_each_node_and_its_address(lab):

@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import pathlib
+import subprocess
 import time
 import urllib.request
 import uuid
@@ -143,7 +144,7 @@ def test_a_mapped_image_runs_for_real_with_what_kubelet_gives_a_container(lab, a
     node = pod.spec.node_name
     assert node in lab.worker_nodes
     octet = lab.addresses[node].rsplit(".", 1)[1]
-    assert pod.status.pod_ip.startswith(f"127.245.{octet}."), pod.status.pod_ip
+    assert pod.status.pod_ip.startswith(f"10.244.{octet}."), pod.status.pod_ip
     assert pod.status.host_ip == lab.addresses[node]
     pid = pid_of(pod)
 
@@ -177,9 +178,52 @@ def test_a_mapped_image_runs_for_real_with_what_kubelet_gives_a_container(lab, a
     on_node = lab.ssh(node, "test -e /run/secrets && echo leaked || echo clean")
     assert on_node.stdout.strip() == "clean", on_node
 
-    # It works: kube-state-metrics lists every lab node from the real API server.
-    with urllib.request.urlopen(f"http://{pod.status.pod_ip}:8080/metrics", timeout=10) as resp:
-        metrics = resp.read().decode()
+    # Kubelet's DNS for a ClusterFirst pod: the cluster DNS and the namespace's search path.
+    resolv = (root / "etc/resolv.conf").read_text()
+    assert "nameserver 10.96.0.10" in resolv and f"search {namespace}.svc.cluster.local svc.cluster.local" in resolv
+
+    # It works, reached as any client in the cluster reaches it: its Service's DNS name, the
+    # ClusterIP, the EndpointSlice the API server accepted with the pod's own address.
+    core.create_namespaced_service(
+        namespace,
+        {
+            "metadata": {"name": "ksm"},
+            "spec": {"selector": {"app": "ksm"}, "ports": [{"name": "http", "port": 8080, "targetPort": 8080}]},
+        },
+    )
+    discovery = client.DiscoveryV1Api(core.api_client)
+
+    def endpoint_addresses():
+        slices = discovery.list_namespaced_endpoint_slice(namespace, label_selector="kubernetes.io/service-name=ksm")
+        found = {a for s in slices.items for e in s.endpoints or [] for a in e.addresses}
+        return found or None
+
+    assert wait_until(endpoint_addresses, 30, "an EndpointSlice for the Service") == {pod.status.pod_ip}
+    # From inside the pod (as `kubectl exec` would run it: the container's mount and network
+    # namespaces, its root, its resolv.conf), the short name through the search path.
+    fetch = (
+        "import urllib.request,sys;"
+        "sys.stdout.write(urllib.request.urlopen('http://ksm:8080/metrics',timeout=10).read().decode())"
+    )
+    exec_in_pod = ["nsenter", f"--target={pid}", "--mount", "--net", "--root", "--wd", "python3", "-c", fetch]
+    metrics = wait_until(
+        lambda: (
+            (r := subprocess.run(exec_in_pod, capture_output=True, text=True, check=False)).returncode == 0 and r.stdout
+        ),
+        30,
+        "the Service answering by its DNS name inside the pod",
+    )
+    # The node itself resolves no cluster names: a kubeadm host's resolver is the site's.
+    on_node = lab.ssh(node, f"getent hosts ksm.{namespace}.svc.cluster.local || echo unresolved", check=False)
+    assert on_node.stdout.strip() == "unresolved", on_node
+    # ... and only inside the lab: the controller is not in the cluster's network (this machine's
+    # own network may accept a connection to any address, but the pod never answers it).
+    with (
+        contextlib.suppress(OSError),
+        urllib.request.urlopen(f"http://{pod.status.pod_ip}:8080/metrics", timeout=5) as r,
+    ):
+        assert b"kube_node_info" not in r.read()
+    # kube-state-metrics lists every lab node from the real API server.
     nodes_seen = {
         line.split('node="', 1)[1].split('"', 1)[0]
         for line in metrics.splitlines()
@@ -261,7 +305,7 @@ def test_unmapped_images_stay_simulated_by_kwok(lab, apis, namespace):
     )
     pod = ready_pod(core, namespace)
     assert not (pod.status.container_statuses[0].container_id or "").startswith("lab://")
-    assert pod.status.pod_ip.startswith("127.244.")  # kwok's --cidr
+    assert pod.status.pod_ip.startswith("10.245.")  # kwok's --cidr
     for node in lab.worker_nodes:
         status = json.loads((lab.node_disk(node) / "var/lib/kubelet/lab-static-pods.json").read_text())
         assert all(not key.startswith(f"{namespace}/") for key in status.get("api_pods", {}))

@@ -16,7 +16,6 @@ import shutil
 import socket
 import subprocess
 import time
-import urllib.request
 
 import pytest
 import yaml
@@ -49,16 +48,15 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+def wait_ready(lab, url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"prometheus exited with {proc.returncode}")
         try:
-            with urllib.request.urlopen(url + "/-/ready", timeout=2) as resp:
-                if resp.status == 200:
-                    return
-        except OSError:
+            if lab.lab_http_get(url + "/-/ready", timeout=2)[0] == 200:
+                return
+        except (OSError, ValueError, IndexError):
             pass
         time.sleep(0.5)
     raise TimeoutError(f"prometheus at {url} not ready within {timeout:.0f} s")
@@ -103,19 +101,22 @@ def telemetry(lab, tmp_path_factory):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = (work / "prometheus.log").open("w")
+    # A Prometheus of the site's network (the lab's), where the role queries it from the control plane.
     proc = subprocess.Popen(
-        [
-            prometheus,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={data}",
-            "--storage.tsdb.retention.time=30d",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
+        lab.in_lab_network(
+            [
+                prometheus,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={data}",
+                "--storage.tsdb.retention.time=30d",
+                f"--web.listen-address=127.0.0.1:{port}",
+            ]
+        ),
         stdout=log,
         stderr=subprocess.STDOUT,
     )
     try:
-        wait_ready(url, proc)
+        wait_ready(lab, url, proc)
         yield {
             "url": url,
             "end": end,

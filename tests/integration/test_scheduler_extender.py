@@ -67,7 +67,9 @@ def extender(lab, pki, node_ca):
     # feasible node the scheduler would be as happy with, were it not for the extender's scores.
     workers = sorted(lab.worker_nodes)
     assert len(workers) >= 3, f"the extender test needs three workers, the lab has {workers}"
-    server = ExtenderServer(server_pem, ca.cert, preferred_node=workers[-1], excluded_node=workers[0]).start()
+    server = ExtenderServer(
+        server_pem, ca.cert, preferred_node=workers[-1], excluded_node=workers[0], listen_socket=lab.lab_socket()
+    ).start()
     yield server
     server.stop()
 

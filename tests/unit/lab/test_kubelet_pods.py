@@ -65,16 +65,58 @@ def test_kwok_stages_skip_exactly_the_pods_the_kubelet_claims(tmp_path):
 
 
 def test_pod_addresses_are_stable_per_uid_distinct_and_in_the_nodes_range():
-    first = kubelet_pods.pod_address("uid-a", "127.0.1.12", set())
-    assert first == kubelet_pods.pod_address("uid-a", "127.0.1.12", set())
-    assert first.startswith("127.245.12.")
+    first = kubelet_pods.pod_address("uid-a", "10.244.12.0/24", set())
+    assert first == kubelet_pods.pod_address("uid-a", "10.244.12.0/24", set())
+    assert first.startswith("10.244.12.")
     assert 2 <= int(first.rsplit(".", 1)[1]) <= 254
     taken = {first}
-    again = kubelet_pods.pod_address("uid-a", "127.0.1.12", taken)
-    assert again != first and again.startswith("127.245.12.")
-    everything = {f"127.245.12.{i}" for i in range(2, 255)}
+    again = kubelet_pods.pod_address("uid-a", "10.244.12.0/24", taken)
+    assert again != first and again.startswith("10.244.12.")
+    everything = {f"10.244.12.{i}" for i in range(2, 255)}
     with pytest.raises(kubelet_pods.PodError, match="no free pod address"):
-        kubelet_pods.pod_address("uid-b", "127.0.1.12", everything)
+        kubelet_pods.pod_address("uid-b", "10.244.12.0/24", everything)
+    with pytest.raises(kubelet_pods.PodError, match="IPv4 /24, not 10.244.0.0/16"):
+        kubelet_pods.pod_address("uid-b", "10.244.0.0/16", set())
+
+
+def _dns_pod(policy=None, host_network=False, config=None):
+    spec = {"hostNetwork": host_network}
+    if policy:
+        spec["dnsPolicy"] = policy
+    if config:
+        spec["dnsConfig"] = config
+    return {"metadata": {"namespace": "monitoring", "name": "p"}, "spec": spec}
+
+
+def test_resolv_conf_follows_kubelets_dns_policies():
+    cluster_first = kubelet_pods.resolv_conf(_dns_pod(), "10.96.0.10", "cluster.local")
+    assert cluster_first == (
+        "nameserver 10.96.0.10\nsearch monitoring.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n"
+    )
+    # ClusterFirst on the host network falls back to the node's file, as kubelet does.
+    assert kubelet_pods.resolv_conf(_dns_pod(host_network=True), "10.96.0.10", "cluster.local") is None
+    assert kubelet_pods.resolv_conf(_dns_pod("Default"), "10.96.0.10", "cluster.local") is None
+    with_host = kubelet_pods.resolv_conf(_dns_pod("ClusterFirstWithHostNet", True), "10.96.0.10", "cluster.local")
+    assert with_host == cluster_first
+    merged = kubelet_pods.resolv_conf(
+        _dns_pod(
+            config={
+                "nameservers": ["10.96.0.53"],
+                "searches": ["example.org"],
+                "options": [{"name": "ndots", "value": "2"}, {"name": "edns0"}],
+            }
+        ),
+        "10.96.0.10",
+        "cluster.local",
+    )
+    assert merged.splitlines() == [
+        "nameserver 10.96.0.10",
+        "nameserver 10.96.0.53",
+        "search monitoring.svc.cluster.local svc.cluster.local cluster.local example.org",
+        "options ndots:2 edns0",
+    ]
+    only = kubelet_pods.resolv_conf(_dns_pod("None", config={"nameservers": ["10.0.0.2"]}), "10.96.0.10", "c.l")
+    assert only == "nameserver 10.0.0.2\n"
 
 
 @pytest.mark.parametrize(
@@ -108,13 +150,13 @@ def test_command_replaces_the_entrypoint_and_args_replace_its_defaults():
 def test_listen_flags_put_a_pod_on_its_own_address_unless_set_or_host_network():
     image = IMAGE_MAP[KSM]
     argv = ["kube-state-metrics", "--port=8080"]
-    assert kubelet_pods.listen_flags(argv, image, "127.245.11.9", False) == [
+    assert kubelet_pods.listen_flags(argv, image, "10.244.11.9", False) == [
         *argv,
-        "--host=127.245.11.9",
-        "--telemetry-host=127.245.11.9",
+        "--host=10.244.11.9",
+        "--telemetry-host=10.244.11.9",
     ]
     own = ["kube-state-metrics", "--host=0.0.0.0"]
-    assert kubelet_pods.listen_flags(own, image, "127.245.11.9", False) == [*own, "--telemetry-host=127.245.11.9"]
+    assert kubelet_pods.listen_flags(own, image, "10.244.11.9", False) == [*own, "--telemetry-host=10.244.11.9"]
     assert kubelet_pods.listen_flags(argv, image, "127.0.1.11", True) == argv
 
 
@@ -133,7 +175,7 @@ def test_downward_fields_and_an_unsupported_one():
     p["spec"]["nodeName"] = "w1"
     assert kubelet_pods.field_value(p, "metadata.namespace", "", "") == "ns"
     assert kubelet_pods.field_value(p, "spec.nodeName", "", "") == "w1"
-    assert kubelet_pods.field_value(p, "status.podIP", "127.245.1.2", "") == "127.245.1.2"
+    assert kubelet_pods.field_value(p, "status.podIP", "10.244.1.2", "") == "10.244.1.2"
     assert kubelet_pods.field_value(p, "metadata.labels['app']", "", "") == "x"
     with pytest.raises(kubelet_pods.PodError, match="not supported"):
         kubelet_pods.field_value(p, "spec.priority", "", "")

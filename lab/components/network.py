@@ -1,0 +1,226 @@
+"""The lab's network: one network namespace for every process of the lab, and its border.
+
+Why a namespace of its own: kube-apiserver refuses loopback addresses in Endpoints and
+EndpointSlices (``ValidateEndpointIP``), so pods with 127.x addresses could never be reached through
+a Service, Prometheus' endpointslice discovery or the aggregator's endpoint routing. The lab
+therefore runs etcd, the control plane, the nodes and their pods in one network namespace whose only
+interface is ``lo``, with the pod and service CIDRs routed to it as local addresses (AnyIP, the
+``local`` route type): a pod binds its own 10.244.N.x address, the lab's service proxy binds each
+ClusterIP, and no packet can leave, because there is no interface to leave by.
+
+This process is the border (run with the controller's Python, standard library only):
+
+- it binds, in the machine's own namespace, the addresses the controller uses - the control plane's
+  ports on 127.0.0.1 and each node's sshd at 127.0.1.N:22 - and relays every connection to the same
+  address inside the lab, so Ansible, kubectl and the tests see what they see on a real cluster;
+- it is the site's egress proxy for the nodes (an HTTP proxy at ``EGRESS_PROXY``, CONNECT and
+  absolute-URI requests), which connects out from the machine's namespace as a bare-metal site's
+  proxy does: the nodes' pip and apt reach the package registries through it, nothing else does.
+
+It creates the namespace (``unshare(CLONE_NEWNET)`` after binding the outside listeners), writes its
+ready file, and holds the namespace for the other processes, which join it with ``nsenter --net``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import threading
+
+from lab.process import LabProcess, python_module
+
+POD_CIDR = "10.244.0.0/16"  # the lab kubelet's pods: 10.244.<node's last octet>.0/24
+KWOK_POD_CIDR = "10.245.0.0/16"  # pods kwok only pretends to run: addresses nothing answers on
+EGRESS_PROXY = ("10.0.0.1", 3128)
+RELAY_BUFFER = 65536
+CONNECT_TIMEOUT = 10.0
+
+
+def netns_path(pid: int) -> str:
+    return f"/proc/{pid}/ns/net"
+
+
+def enter_argv(pid: int) -> list[str]:
+    """The prefix that starts a command inside the lab's network namespace (held by ``pid``)."""
+    return ["nsenter", f"--net={netns_path(pid)}", "--"]
+
+
+def socket_in(netns: str, family: int = socket.AF_INET, kind: int = socket.SOCK_STREAM) -> socket.socket:
+    """A socket of the network namespace at ``netns``, made from outside it (a test's server that
+    the cluster must reach): the calling thread enters the namespace for the socket's creation,
+    which fixes the socket's namespace, and comes back."""
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    target = os.open(netns, os.O_RDONLY)
+    try:
+        os.setns(target, os.CLONE_NEWNET)
+        try:
+            return socket.socket(family, kind)
+        finally:
+            os.setns(own, os.CLONE_NEWNET)
+    finally:
+        os.close(own)
+        os.close(target)
+
+
+def proxy_url() -> str:
+    return f"http://{EGRESS_PROXY[0]}:{EGRESS_PROXY[1]}"
+
+
+def log(message: str) -> None:
+    print(f"network: {message}", flush=True)
+
+
+def component(
+    config_path: pathlib.Path, ready_file: pathlib.Path, forward: list[tuple[str, int]], local: list[str]
+) -> LabProcess:
+    """The border process; ``forward`` are the outside addresses relayed in, ``local`` the CIDRs
+    routed to lo inside (pods, Services)."""
+    config = {"forward": forward, "local": local, "ready_file": str(ready_file)}
+    config_path.write_text(json.dumps(config, indent=2) + "\n")
+    return python_module("network", __name__, [str(config_path)], health=ready_file.exists)
+
+
+def relay(a: socket.socket, b: socket.socket) -> None:
+    """Copy both ways until both sides are done, then close both."""
+
+    def pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(RELAY_BUFFER):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                dst.shutdown(socket.SHUT_WR)
+
+    other = threading.Thread(target=pump, args=(b, a), daemon=True)
+    other.start()
+    pump(a, b)
+    other.join()
+    a.close()
+    b.close()
+
+
+class Border:
+    def __init__(self, config: dict):
+        self.config = config
+        self.outside_fd = os.open("/proc/self/ns/net", os.O_RDONLY)
+        self.lab_fd: int | None = None
+
+    def outside_socket(self, host: str, port: int) -> socket.socket:
+        """A connection from the machine's own namespace (this thread enters it for the lookup and
+        the socket, whose namespace is fixed when it is made, then comes back)."""
+        os.setns(self.outside_fd, os.CLONE_NEWNET)
+        try:
+            family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+            sock = socket.socket(family, kind, proto)
+        finally:
+            os.setns(self.lab_fd, os.CLONE_NEWNET)
+        sock.settimeout(CONNECT_TIMEOUT)
+        sock.connect(address)
+        sock.settimeout(None)
+        return sock
+
+    # --- into the lab ---------------------------------------------------------------------------
+    def serve_inward(self, listener: socket.socket, target: tuple[str, int]) -> None:
+        while True:
+            client, _peer = listener.accept()
+            threading.Thread(target=self._inward, args=(client, target), daemon=True).start()
+
+    @staticmethod
+    def _inward(client: socket.socket, target: tuple[str, int]) -> None:
+        try:
+            inner = socket.create_connection(target, timeout=CONNECT_TIMEOUT)  # made in the lab's namespace
+            inner.settimeout(None)
+        except OSError:
+            client.close()  # nothing listens there (yet): the client sees the connection closed
+            return
+        relay(client, inner)
+
+    # --- out of the lab -------------------------------------------------------------------------
+    def serve_egress(self, listener: socket.socket) -> None:
+        while True:
+            client, _peer = listener.accept()
+            threading.Thread(target=self._egress, args=(client,), daemon=True).start()
+
+    def _egress(self, client: socket.socket) -> None:
+        head = b""
+        try:
+            client.settimeout(30)
+            while b"\r\n\r\n" not in head and len(head) < 65536:
+                chunk = client.recv(4096)
+                if not chunk:
+                    client.close()
+                    return
+                head += chunk
+            client.settimeout(None)
+            method, target, _version = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
+            if method == "CONNECT":
+                host, _sep, port = target.rpartition(":")
+                upstream = self.outside_socket(host.strip("[]"), int(port))
+                client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                rest = head.split(b"\r\n\r\n", 1)[1]
+            elif target.startswith("http://"):
+                # Absolute-form requests go to the origin as they are (RFC 9112 3.2.2: a server
+                # must accept the absolute form).
+                authority = target[len("http://") :].split("/", 1)[0]
+                host, _sep, port = authority.partition(":")
+                upstream = self.outside_socket(host, int(port or 80))
+                rest = head
+            else:
+                client.sendall(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\nnot a proxy request\n")
+                client.close()
+                return
+        except (OSError, ValueError) as exc:
+            log(f"egress: {exc}")
+            with contextlib.suppress(OSError):
+                client.sendall(b"HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\n\r\n")
+            client.close()
+            return
+        if rest:
+            upstream.sendall(rest)
+        relay(client, upstream)
+
+    # --- start ----------------------------------------------------------------------------------
+    def run(self) -> None:
+        inward = []
+        for address, port in self.config["forward"]:
+            listener = socket.socket()
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind((address, port))
+            listener.listen(128)
+            inward.append((listener, (address, port)))
+        os.unshare(os.CLONE_NEWNET)
+        self.lab_fd = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        commands = [["ip", "link", "set", "lo", "up"]]
+        commands += [
+            ["ip", "route", "add", "local", cidr, "dev", "lo", "table", "local"] for cidr in self.config["local"]
+        ]
+        commands.append(["ip", "address", "add", f"{EGRESS_PROXY[0]}/32", "dev", "lo"])
+        for argv in commands:
+            subprocess.run(argv, check=True)
+        egress = socket.socket()
+        egress.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        egress.bind(EGRESS_PROXY)
+        egress.listen(128)
+        for listener, target in inward:
+            threading.Thread(target=self.serve_inward, args=(listener, target), daemon=True).start()
+        threading.Thread(target=self.serve_egress, args=(egress,), daemon=True).start()
+        ready = pathlib.Path(self.config["ready_file"])
+        ready.write_text(f"{os.getpid()}\n")
+        log(f"namespace ready; relaying {len(inward)} addresses in, egress proxy at {proxy_url()}")
+        threading.Event().wait()
+
+
+def main() -> None:
+    config = json.loads(pathlib.Path(sys.argv[1]).read_text())
+    Border(config).run()
+
+
+if __name__ == "__main__":
+    main()
