@@ -435,11 +435,21 @@ class Lab:
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "kubeadm:cluster-admins"}],
         }
+        self._create(
+            self.api(),
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+            body,
+            "ClusterRoleBinding kubeadm:cluster-admins",
+        )
+
+    @staticmethod
+    def _create(api: Api, path: str, body: dict, what: str) -> None:
+        """POST an object the lab needs; one that exists already is fine (a start after a failed one)."""
         try:
-            self.api().request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", body)
+            api.request("POST", path, body)
         except urllib.error.HTTPError as exc:
             if exc.code != 409:
-                raise LabError(f"creating ClusterRoleBinding kubeadm:cluster-admins: {exc.code}") from exc
+                raise LabError(f"creating {what}: {exc.code} {exc.read()[:500]!r}") from exc
 
     def _write_client_cert(self, kubeconfig_path: pathlib.Path, stem: str) -> None:
         # The bring-up code, the lab's services and tests talk TLS with files: same identity as the
@@ -468,11 +478,7 @@ class Lab:
                 ],
             },
         }
-        try:
-            self.api().request("POST", "/api/v1/namespaces/kube-system/services", body)
-        except urllib.error.HTTPError as exc:
-            if exc.code != 409:
-                raise LabError(f"creating Service kube-system/kube-dns: {exc.code}") from exc
+        self._create(self.api(), "/api/v1/namespaces/kube-system/services", body, "Service kube-system/kube-dns")
 
     def _in_lab_network(self, argv: list[str]) -> list[str]:
         border = self.processes.get("network")
@@ -545,11 +551,7 @@ class Lab:
     def _create_nodes(self) -> None:
         api = self.api()
         for node in self.config.nodes:
-            try:
-                api.request("POST", "/api/v1/nodes", self._node_object(node))
-            except urllib.error.HTTPError as exc:
-                if exc.code != 409:
-                    raise LabError(f"creating node {node.name}: {exc.code} {exc.read()[:500]!r}") from exc
+            self._create(api, "/api/v1/nodes", self._node_object(node), f"node {node.name}")
 
     def _all_nodes_ready(self) -> bool:
         try:

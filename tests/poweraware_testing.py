@@ -8,6 +8,20 @@ import importlib.util
 import os
 import pathlib
 import sys
+import time
+
+
+def wait_until(check, timeout: float, what: str, interval: float = 0.5):
+    """``check()``'s first truthy value within ``timeout`` seconds, else an AssertionError naming
+    ``what`` and the last value seen."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last seen: {last!r}")
 
 
 def tree_digest(root: pathlib.Path, mtimes: bool = False) -> str:

@@ -18,22 +18,12 @@ import pytest
 import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+from poweraware_testing import wait_until
 
 from lab import assets, cluster, nodes
 from lab.components import network
 
 pytestmark = pytest.mark.lab
-
-
-def wait_until(check, timeout: float, what: str, interval: float = 0.5):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last seen: {last!r}")
 
 
 @pytest.fixture

@@ -10,30 +10,19 @@ import json
 import os
 import pathlib
 import subprocess
-import time
 import urllib.request
 import uuid
 
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+from poweraware_testing import wait_until
 
 from lab import kubelet_pods
 
 pytestmark = pytest.mark.lab
 
 KSM_IMAGE = "registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.13.0"
-
-
-def wait_until(check, timeout: float, what: str, interval: float = 0.5):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last seen: {last!r}")
 
 
 @pytest.fixture
