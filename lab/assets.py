@@ -28,7 +28,7 @@ BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler
 # Linked into the lab's bin/ when there, never required (an assets directory may lack them): kubectl,
 # and the executables of the images the lab runs (lab/images.py; a pod whose executable is missing
 # shows it in its status).
-OPTIONAL_BINARIES = ("kubectl", "kube-state-metrics")
+OPTIONAL_BINARIES = ("kubectl", "kube-state-metrics", "extender")
 # Go's usual install place on these machines; PATH wins when it has a go.
 GO_FALLBACKS = ("/usr/local/go/bin/go",)
 
@@ -116,6 +116,14 @@ COMPONENTS = (
         packages=("k8s.io/kube-state-metrics/v2",),
         binaries=("kube-state-metrics",),
         output_name="kube-state-metrics",
+    ),
+    GoBuild(
+        name="tas",
+        module="github.com/intel/platform-aware-scheduling/telemetry-aware-scheduling",
+        # The image's /extender is the module's cmd package (its Makefile: go build -o bin/extender ./cmd).
+        packages=("github.com/intel/platform-aware-scheduling/telemetry-aware-scheduling/cmd",),
+        binaries=("extender",),
+        output_name="extender",
     ),
 )
 

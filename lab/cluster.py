@@ -346,6 +346,7 @@ class Lab:
                 paths.pki / "kwok.conf": ("kwok-controller", "system:masters"),
                 paths.pki / "kube-proxy.conf": ("system:kube-proxy", None),
             },
+            network.ADVERTISE_ADDRESS,
         )
         self._write_client_cert(paths.kubeconfig, "admin")
         self._write_client_cert(paths.pki / "kube-proxy.conf", "kube-proxy")
@@ -362,7 +363,7 @@ class Lab:
             paths.state_dir / "network.ready",
             [("127.0.0.1", config.port(name)) for name in RELAYED_PORTS]
             + [(node.address, nodes.SSH_PORT) for node in config.nodes],
-            [network.POD_CIDR, pki.SERVICE_CIDR],
+            [pki.SERVICE_CIDR],
         )
         self._start(border)
         self.wait_for("the lab's network namespace", border.health, "network")

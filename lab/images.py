@@ -25,55 +25,61 @@ MAP_FILE = "image-map.json"
 @dataclasses.dataclass(frozen=True)
 class Image:
     repository: str  # as the roles write it, without tag or digest
+    tag: str  # the tag the role deploys: only that version of the image is this executable
     entrypoint: tuple[str, ...]  # the image's ENTRYPOINT: its first word is an executable of the images dir
     version: str  # the version the executable is built at (the role's default tag)
-    # Flags that make the process listen on the pod's own address instead of every address (the
-    # lab's pods share the machine's network namespace). Added unless the container sets the flag.
-    pod_address_flags: tuple[str, ...] = ()
     why: str = ""
 
     def to_json(self) -> dict:
         return {
             "entrypoint": list(self.entrypoint),
             "version": self.version,
-            "pod_address_flags": list(self.pod_address_flags),
         }
+
+    @property
+    def reference(self) -> str:
+        return f"{self.repository}:{self.tag}"
 
 
 IMAGES = (
     Image(
         repository="registry.k8s.io/kube-state-metrics/kube-state-metrics",
+        tag="v2.13.0",
         # Dockerfile: ENTRYPOINT ["/kube-state-metrics", "--port=8080", "--telemetry-port=8081"]
         entrypoint=("kube-state-metrics", "--port=8080", "--telemetry-port=8081"),
         version="v2.13.0",
-        # Both listeners default to "::" (every address).
-        pod_address_flags=("--host={pod_ip}", "--telemetry-host={pod_ip}"),
+    ),
+    Image(
+        repository="docker.io/intel/telemetry-aware-scheduling",
+        tag="0.7.0",
+        # Dockerfile: ENTRYPOINT ["/extender"]
+        entrypoint=("extender",),
+        version="v0.7.0",
+        why="the scheduler extender the tas role deploys, called by kube-scheduler through its Service",
     ),
 )
 
 
-def repository_of(image: str) -> str:
-    """``registry/path/name`` of an image reference: without ``@digest`` and without ``:tag`` (a
-    colon in the registry part is a port, not a tag)."""
+def reference_of(image: str) -> str:
+    """``registry/path/name:tag`` of an image reference: without ``@digest``, ``:latest`` when it
+    names no tag (a colon in the registry part is a port, not a tag)."""
     name = image.split("@", 1)[0]
-    last = name.rsplit("/", 1)[-1]
-    if ":" in last:
-        name = name[: len(name) - len(last)] + last.split(":", 1)[0]
-    return name
+    return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
 
 
 def image_map() -> dict[str, dict]:
-    return {image.repository: image.to_json() for image in IMAGES}
+    return {image.reference: image.to_json() for image in IMAGES}
 
 
 def kwok_selector() -> dict:
     """The matchExpression that keeps kwok's pod stages off the pods the lab's kubelet runs: kwok
     evaluates the jq key over every container and NotIn fails when any value is in the list, the
-    same rule lab/kubelet_pods.py uses to claim a pod (any mapped container)."""
+    same rule lab/kubelet_pods.py uses to claim a pod (any mapped container). An image at another
+    tag than the one mapped (another version) stays kwok's: the lab has no executable for it."""
     return {
-        "key": '.spec.containers.[].image | sub("@.*$"; "") | sub(":[^:/]*$"; "")',
+        "key": '.spec.containers.[].image | sub("@.*$"; "")',
         "operator": "NotIn",
-        "values": sorted(image.repository for image in IMAGES),
+        "values": sorted(image.reference for image in IMAGES),
     }
 
 

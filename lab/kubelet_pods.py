@@ -14,11 +14,14 @@ one:
   paths (a missing mount point is made in a private overlay or tmpfs of the container);
 - the image's entrypoint (or the container's ``command``) and ``args`` with ``$(VAR)`` expanded,
   the environment (``env`` with ``valueFrom``, ``envFrom``, ``KUBERNETES_SERVICE_HOST/PORT`` naming
-  the API server from the node's kubelet.conf), ``workingDir``, and the user and groups of its
+  the ``default/kubernetes`` Service, 10.96.0.1:443), ``workingDir``, and the user and groups of its
   ``securityContext``;
-- an address: ``hostNetwork`` pods use the node's; every other pod gets one of its own in the
-  node's pod CIDR (``--pod-cidr``, 10.244.<node>.0/24; the lab's network routes it to ``lo``, see
-  lab/components/network.py), and the image map's flags make the process listen there only;
+- a network: ``hostNetwork`` pods use the node's; every other pod gets a network namespace of its
+  own, held by a process as the pause container holds it, joined to the node's by a veth pair as
+  Calico does it (``cali<hash>`` on the node with a /32 route to the pod, ``eth0`` in the pod with
+  the pod's address from the node's pod CIDR, ``--pod-cidr`` 10.244.<node>.0/24, and a default
+  route via 169.254.1.1, which the node's end answers for); a process binds what it likes there,
+  as in a container;
 - DNS as kubelet sets it: a pod with ``dnsPolicy: ClusterFirst`` (or ``ClusterFirstWithHostNet``
   on the host network) gets a resolv.conf naming the cluster DNS with the
   ``<ns>.svc.<domain> svc.<domain> <domain>`` search path and ``ndots:5``, merged with its
@@ -71,6 +74,8 @@ TOKEN_REFRESH_AT = 0.8  # kubelet renews a projected token after 80 % of its lif
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWNET = 0x40000000
+POD_GATEWAY = "169.254.1.1"  # Calico's: every pod's next hop, on the node's end of its veth
 MS_RDONLY = 1
 MS_NOSUID = 2
 MS_NODEV = 4
@@ -94,23 +99,20 @@ def now_rfc3339(at: float | None = None) -> str:
 
 
 # --- pure decisions (unit-tested on the controller) -------------------------------------------
-def repository_of(image: str) -> str:
+def reference_of(image: str) -> str:
     """Same rule as lab/images.py (this file runs on the node, without the controller's modules)."""
     name = image.split("@", 1)[0]
-    last = name.rsplit("/", 1)[-1]
-    if ":" in last:
-        name = name[: len(name) - len(last)] + last.split(":", 1)[0]
-    return name
+    return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
 
 
 def claims(pod: dict, image_map: dict) -> bool:
-    """This runner owns the pod: not a mirror pod, and some container's image is mapped (kwok's
-    NotIn skips a pod when any container's repository is in the map)."""
+    """This runner owns the pod: not a mirror pod, and some container's image is mapped at its tag
+    (kwok's NotIn skips a pod when any container's image reference is in the map)."""
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     if MIRROR_ANNOTATION in annotations:
         return False
     containers = (pod.get("spec") or {}).get("containers") or []
-    return any(repository_of(str(c.get("image", ""))) in image_map for c in containers)
+    return any(reference_of(str(c.get("image", ""))) in image_map for c in containers)
 
 
 def pod_address(uid: str, pod_cidr: str, taken: set[str]) -> str:
@@ -214,18 +216,6 @@ def resolve_command(container: dict, image: dict, env: dict[str, str]) -> list[s
     return [expand(word, env) for word in argv]
 
 
-def listen_flags(argv: list[str], image: dict, pod_ip: str, host_network: bool) -> list[str]:
-    """The image map's listen flags for a pod with its own address, unless the container set them."""
-    if host_network:
-        return argv
-    extra = []
-    for template in image.get("pod_address_flags") or []:
-        flag = template.split("=", 1)[0]
-        if not any(word == flag or word.startswith(flag + "=") for word in argv[1:]):
-            extra.append(template.replace("{pod_ip}", pod_ip))
-    return argv + extra
-
-
 def key_to_path_items(data: dict[str, bytes], items: list | None, default_mode: int) -> dict[str, tuple[bytes, int]]:
     """The files a ConfigMap/Secret volume (or projection) shows: every key, or the listed items."""
     if not items:
@@ -284,6 +274,16 @@ class NodeApi:
         with contextlib.suppress(KeyError, ValueError):
             expires = time.mktime(time.strptime(status["expirationTimestamp"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
         return status["token"], expires
+
+    def kubernetes_service(self) -> tuple[str, str]:
+        """The ``default/kubernetes`` Service's cluster IP and https port: what kubelet puts in every
+        container's ``KUBERNETES_SERVICE_HOST/PORT``."""
+        service = self.api.request("GET", "/api/v1/namespaces/default/services/kubernetes", missing_ok=True)
+        spec = (service or {}).get("spec") or {}
+        ports = [p for p in spec.get("ports") or [] if p.get("name") == "https"] or spec.get("ports") or []
+        if not spec.get("clusterIP") or not ports:
+            raise PodError("the default/kubernetes Service has no cluster IP and port yet: the API server makes it")
+        return spec["clusterIP"], str(ports[0]["port"])
 
     def patch_status(self, pod: dict, status: dict) -> None:
         meta = pod["metadata"]
@@ -527,11 +527,16 @@ def enter_host_network_pod(resolv: str) -> None:
     _mount(resolv, "/etc/resolv.conf", None, MS_BIND)
 
 
-def enter_container(rootfs: str, mounts: list[Mount], working_dir: str | None, user: tuple | None) -> None:
-    """Runs in the container's first process before exec: a private mount namespace whose root is
-    a tmpfs holding the node's top-level directories (recursive binds) and the volumes."""
+def enter_container(
+    netns: str | None, rootfs: str, mounts: list[Mount], working_dir: str | None, user: tuple | None
+) -> None:
+    """Runs in the container's first process before exec: the pod's network namespace (none for a
+    host-network pod), a private mount namespace whose root is a tmpfs holding the node's top-level
+    directories (recursive binds) and the volumes."""
     with contextlib.suppress(OSError, AttributeError):
         _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if netns is not None:
+        join_network(netns)
     if _libc.unshare(CLONE_NEWNS) != 0:
         raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
@@ -560,6 +565,105 @@ def enter_container(rootfs: str, mounts: list[Mount], working_dir: str | None, u
         os.setgroups(list(groups))
         os.setgid(gid)
         os.setuid(uid)
+
+
+# --- the pod's network -----------------------------------------------------------------------
+def host_interface(uid: str) -> str:
+    """The node's end of the pod's veth: ``cali`` and 11 hex digits of the pod's uid, as Calico
+    names it (15 characters, the kernel's limit)."""
+    return "cali" + hashlib.sha256(uid.encode()).hexdigest()[:11]
+
+
+def sandbox_plan(interface: str, pod_ip: str, holder_pid: int) -> list[tuple[str, list[str]]]:
+    """The ``ip`` commands that wire a pod's namespace (held by ``holder_pid``) to the node's, each
+    with where it runs (``node`` or ``pod``): a veth pair, the pod's address on ``eth0``, a /32
+    route to it on the node, and the pod's default route via ``POD_GATEWAY``, an address of the
+    node's end (Calico answers for it by proxy ARP instead; the routes are the same)."""
+    return [
+        ("node", ["ip", "link", "add", interface, "type", "veth", "peer", "name", "eth0", "netns", str(holder_pid)]),
+        ("node", ["ip", "link", "set", interface, "up"]),
+        ("node", ["ip", "address", "add", f"{POD_GATEWAY}/32", "dev", interface]),
+        ("node", ["ip", "route", "add", f"{pod_ip}/32", "dev", interface]),
+        ("pod", ["ip", "link", "set", "lo", "up"]),
+        ("pod", ["ip", "link", "set", "eth0", "up"]),
+        ("pod", ["ip", "address", "add", f"{pod_ip}/32", "dev", "eth0"]),
+        ("pod", ["ip", "route", "add", POD_GATEWAY, "dev", "eth0", "scope", "link"]),
+        ("pod", ["ip", "route", "add", "default", "via", POD_GATEWAY, "dev", "eth0"]),
+    ]
+
+
+def join_network(netns: str) -> None:
+    """setns(2) into the network namespace at ``netns`` (the node's Python has no os.setns)."""
+    fd = os.open(netns, os.O_RDONLY)
+    try:
+        if _libc.setns(fd, CLONE_NEWNET) != 0:
+            errno = ctypes.get_errno()
+            raise OSError(errno, f"setns {netns}: {os.strerror(errno)}")
+    finally:
+        os.close(fd)
+
+
+def _new_network() -> None:
+    """The holder's preexec: dies with the kubelet (as a pod's processes do here), own network."""
+    with contextlib.suppress(OSError, AttributeError):
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if _libc.unshare(CLONE_NEWNET) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET)")
+
+
+class PodSandbox:
+    """The pod's network namespace, held by a sleeping process as the pause container holds it;
+    it goes (and the veth with it) when the holder does."""
+
+    def __init__(self, uid: str, pod_ip: str):
+        self.interface = host_interface(uid)
+        self.pod_ip = pod_ip
+        self.holder: subprocess.Popen | None = None
+
+    @property
+    def netns(self) -> str:
+        assert self.holder is not None
+        return f"/proc/{self.holder.pid}/ns/net"
+
+    def alive(self) -> bool:
+        return self.holder is not None and self.holder.poll() is None
+
+    def create(self) -> None:
+        env = {"PATH": DEFAULT_PATH}
+        # A kubelet killed hard leaves its holders to PR_SET_PDEATHSIG; a veth left anyway goes here.
+        subprocess.run(["ip", "link", "delete", self.interface], env=env, capture_output=True, check=False)
+        self.holder = subprocess.Popen(
+            ["sleep", "infinity"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=_new_network,  # noqa: PLW1509 - single-threaded runner
+        )
+        netns = self.netns
+        try:
+            for where, argv in sandbox_plan(self.interface, self.pod_ip, self.holder.pid):
+                done = subprocess.run(
+                    argv,
+                    env=env,
+                    capture_output=True,
+                    check=False,
+                    preexec_fn=(lambda: join_network(netns)) if where == "pod" else None,  # noqa: PLW1509
+                )
+                if done.returncode != 0:
+                    raise PodError(f"pod network: {' '.join(argv)}: {done.stderr.decode(errors='replace').strip()}")
+        except (OSError, subprocess.SubprocessError) as exc:
+            self.remove()
+            raise PodError(f"pod network: {exc}") from exc
+        except PodError:
+            self.remove()
+            raise
+
+    def remove(self) -> None:
+        if self.holder is not None:
+            self.holder.kill()
+            self.holder.wait()
+            self.holder = None
 
 
 # --- probes ------------------------------------------------------------------------------------
@@ -698,7 +802,7 @@ class ApiPod:
         self.pod_dir = pathlib.Path("/var/lib/kubelet/pods") / self.uid
         self.log_dir = log_dir
         self.containers = [
-            Container(c, image_map.get(repository_of(str(c.get("image", "")))))
+            Container(c, image_map.get(reference_of(str(c.get("image", "")))))
             for c in (pod.get("spec") or {}).get("containers") or []
         ]
         for container in self.containers:
@@ -706,6 +810,7 @@ class ApiPod:
             container.liveness = ProbeState(container.spec.get("livenessProbe"))
             container.startup = ProbeState(container.spec.get("startupProbe"))
         self.volumes: PodVolumes | None = None
+        self.sandbox: PodSandbox | None = None
         self.setup_error: str | None = None
         self.network_error: str | None = None  # no address or resolv.conf could be given
         self.start_wall = time.time()
@@ -741,7 +846,8 @@ class ApiPod:
             groups.add(int(pod_ctx["fsGroup"]))
         return int(uid), int(gid if gid is not None else uid), tuple(sorted(groups))
 
-    def environment(self, container: dict, api: NodeApi, api_host: str, api_port: str) -> dict[str, str]:
+    def environment(self, container: dict, api: NodeApi, kubernetes: tuple[str, str]) -> dict[str, str]:
+        api_host, api_port = kubernetes
         namespace = self.pod["metadata"]["namespace"]
         env = {
             "PATH": DEFAULT_PATH,
@@ -830,8 +936,7 @@ class ApiPods:
         self.log_dir = log_dir
         self.pods: dict[str, ApiPod] = {}
         self.next_list = 0.0
-        server = urllib.parse.urlsplit(kube_api.server)
-        self.api_host, self.api_port = server.hostname or "127.0.0.1", str(server.port or 443)
+        self.kubernetes: tuple[str, str] | None = None  # the kubernetes Service's address, once read
 
     def image_map(self) -> dict:
         try:
@@ -881,6 +986,8 @@ class ApiPods:
     def _teardown(self, pod: ApiPod) -> None:
         for container in pod.containers:
             self._stop(pod, container, MAX_GRACE)
+        if pod.sandbox is not None:
+            pod.sandbox.remove()
         shutil.rmtree(pod.pod_dir, ignore_errors=True)
 
     def _supervise(self, pod: ApiPod, now: float) -> None:
@@ -888,6 +995,8 @@ class ApiPods:
             grace = min(float(pod.pod["metadata"].get("deletionGracePeriodSeconds") or 0), MAX_GRACE)
             for container in pod.containers:
                 self._stop(pod, container, grace)
+            if pod.sandbox is not None:
+                pod.sandbox.remove()
             try:
                 self.api.delete(pod.pod)
             except RuntimeError as exc:
@@ -902,6 +1011,22 @@ class ApiPods:
             for container in pod.containers:
                 container.waiting_reason, container.waiting_message = "ContainerCreating", pod.network_error
             return
+        if not pod.host_network and not (pod.sandbox is not None and pod.sandbox.alive()):
+            if pod.sandbox is not None:
+                # kubelet: a dead sandbox is made anew and the pod's containers restarted in it.
+                log(f"{pod.key}: its network namespace is gone: making it anew")
+                for container in pod.containers:
+                    self._stop(pod, container, 0)
+            sandbox = PodSandbox(pod.uid, pod.pod_ip)
+            try:
+                sandbox.create()
+            except PodError as exc:
+                pod.sandbox, pod.setup_error = None, str(exc)
+                for container in pod.containers:
+                    container.waiting_reason, container.waiting_message = "ContainerCreating", str(exc)
+                return
+            pod.sandbox = sandbox
+            log(f"{pod.key}: network namespace held by pid {sandbox.holder.pid}, {sandbox.interface} -> {pod.pod_ip}")
         if pod.volumes is None:
             try:
                 volumes = PodVolumes(self.api, pod.pod, pod.pod_dir, self._fs_group(pod))
@@ -983,9 +1108,10 @@ class ApiPods:
 
     def _start(self, pod: ApiPod, container: Container, now: float) -> None:
         try:
-            env = pod.environment(container.spec, self.api, self.api_host, self.api_port)
+            if self.kubernetes is None:
+                self.kubernetes = self.api.kubernetes_service()
+            env = pod.environment(container.spec, self.api, self.kubernetes)
             argv = resolve_command(container.spec, container.image, env)
-            argv = listen_flags(argv, container.image, pod.pod_ip, pod.host_network)
             executable = pathlib.Path("/usr/lib/poweraware-lab/images") / pathlib.PurePosixPath(argv[0]).name
             if not os.access(executable, os.X_OK):
                 raise PodError(f'exec: "{argv[0]}": executable file not found in the lab image {executable.parent}')
@@ -994,6 +1120,7 @@ class ApiPods:
             rootfs = pod.pod_dir / "containers" / container.name / "rootfs"
             rootfs.mkdir(parents=True, exist_ok=True)
             working_dir = container.spec.get("workingDir")
+            netns = pod.sandbox.netns if pod.sandbox is not None else None
         except (PodError, RuntimeError, OSError, KeyError) as exc:
             container.waiting_reason, container.waiting_message = "CreateContainerConfigError", str(exc)
             container.next_start = now + container.backoff
@@ -1009,7 +1136,7 @@ class ApiPods:
                     stdout=out,
                     stderr=subprocess.STDOUT,
                     env=env,
-                    preexec_fn=lambda: enter_container(str(rootfs), mounts, working_dir, user),  # noqa: PLW1509
+                    preexec_fn=lambda: enter_container(netns, str(rootfs), mounts, working_dir, user),  # noqa: PLW1509
                 )
             except (OSError, subprocess.SubprocessError) as exc:
                 container.process = None
@@ -1018,7 +1145,7 @@ class ApiPods:
                 container.backoff = min(container.backoff * 2, BACKOFF_MAX)
                 return
         container.exec_env = env  # exec probes run with the container's environment
-        container.exec_mounts = (str(rootfs), mounts, working_dir, user)
+        container.exec_mounts = (netns, str(rootfs), mounts, working_dir, user)
         container.started_at, container.started_wall = now, time.time()
         container.started = container.startup.probe is None
         container.readiness = ProbeState(container.spec.get("readinessProbe"))
@@ -1029,7 +1156,7 @@ class ApiPods:
 
     def _exec_probe(self, container: Container):
         def run(command: list[str], timeout: float) -> tuple[bool, str]:
-            rootfs, mounts, working_dir, user = container.exec_mounts
+            netns, rootfs, mounts, working_dir, user = container.exec_mounts
             try:
                 done = subprocess.run(
                     [str(w) for w in command],
@@ -1037,7 +1164,7 @@ class ApiPods:
                     capture_output=True,
                     timeout=timeout,
                     check=False,
-                    preexec_fn=lambda: enter_container(rootfs, mounts, working_dir, user),  # noqa: PLW1509
+                    preexec_fn=lambda: enter_container(netns, rootfs, mounts, working_dir, user),  # noqa: PLW1509
                 )
             except (OSError, subprocess.SubprocessError) as exc:
                 return False, f"exec probe failed: {exc}"
@@ -1165,6 +1292,8 @@ class ApiPods:
         for pod in self.pods.values():
             for container in pod.containers:
                 self._stop(pod, container, MAX_GRACE)
+            if pod.sandbox is not None:
+                pod.sandbox.remove()
 
     def summary(self) -> dict:
         return {

@@ -207,14 +207,21 @@ class LabPki:
         return self.directory / name
 
 
-def create(directory: pathlib.Path, server_url: str, kubeconfigs: dict[pathlib.Path, tuple[str, str | None]]) -> LabPki:
-    """Create the lab PKI in ``directory`` and one kubeconfig per entry ``path -> (user, group)``."""
+def create(
+    directory: pathlib.Path,
+    server_url: str,
+    kubeconfigs: dict[pathlib.Path, tuple[str, str | None]],
+    advertise_address: str,
+) -> LabPki:
+    """Create the lab PKI in ``directory`` and one kubeconfig per entry ``path -> (user, group)``;
+    the API server's certificate names ``advertise_address`` too, as kubeadm's does."""
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     ca = make_ca("poweraware-lab-ca")
     ca.write(directory, "ca")
     serving_names = (
         "127.0.0.1",
         "localhost",
+        advertise_address,
         KUBERNETES_SERVICE_IP,
         "kubernetes",
         "kubernetes.default",

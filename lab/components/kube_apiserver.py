@@ -1,4 +1,7 @@
-"""kube-apiserver: flags as kubeadm sets them, on 127.0.0.1, with the aggregation layer."""
+"""kube-apiserver: flags as kubeadm sets them, with the aggregation layer: every address of the
+lab's network (127.0.0.1 for the control plane and the nodes, as kubeadm's kubeconfigs have it on a
+single control-plane node), advertised at the site address pods reach through the kubernetes
+Service."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import pathlib
 from collections.abc import Callable
 
 from lab import pki
+from lab.components import network
 from lab.process import LabProcess
 
 
@@ -17,11 +21,8 @@ def component(
         "kube-apiserver",
         [
             str(bin_dir / "kube-apiserver"),
-            "--advertise-address=127.0.0.1",
-            # Endpoints may not be loopback addresses, and nothing in a pod could reach the
-            # API server anyway: leave the `kubernetes` Service without endpoints.
-            "--endpoint-reconciler-type=none",
-            "--bind-address=127.0.0.1",
+            f"--advertise-address={network.ADVERTISE_ADDRESS}",
+            "--bind-address=0.0.0.0",
             f"--secure-port={port}",
             f"--etcd-servers={etcd_url}",
             f"--service-cluster-ip-range={pki.SERVICE_CIDR}",

@@ -3,10 +3,17 @@
 Why a namespace of its own: kube-apiserver refuses loopback addresses in Endpoints and
 EndpointSlices (``ValidateEndpointIP``), so pods with 127.x addresses could never be reached through
 a Service, Prometheus' endpointslice discovery or the aggregator's endpoint routing. The lab
-therefore runs etcd, the control plane, the nodes and their pods in one network namespace whose only
-interface is ``lo``, with the pod and service CIDRs routed to it as local addresses (AnyIP, the
-``local`` route type): a pod binds its own 10.244.N.x address, the lab's service proxy binds each
-ClusterIP, and no packet can leave, because there is no interface to leave by.
+therefore runs etcd, the control plane and the nodes in one network namespace whose only interface
+to the outside would be ``lo``: there is none, so no packet can leave. Inside it:
+
+- the service CIDR is routed to ``lo`` as local addresses (AnyIP, the ``local`` route type), so the
+  lab's service proxy binds each ClusterIP;
+- the API server has a site address of its own, ``ADVERTISE_ADDRESS`` (a real control-plane node's
+  address; the node addresses 127.0.1.N are loopback, which the ``kubernetes`` Service's endpoints
+  may not be), that pods reach it at through 10.96.0.1:443;
+- each pod the lab's kubelet runs has a network namespace of its own joined by a veth pair
+  (lab/kubelet_pods.py), its address in the node's share of ``POD_CIDR`` routed to its veth; the
+  lab's namespace forwards between them (``ip_forward``), as a node's does.
 
 This process is the border (run with the controller's Python, standard library only):
 
@@ -37,6 +44,7 @@ from lab.process import LabProcess, python_module
 POD_CIDR = "10.244.0.0/16"  # the lab kubelet's pods: 10.244.<node's last octet>.0/24
 KWOK_POD_CIDR = "10.245.0.0/16"  # pods kwok only pretends to run: addresses nothing answers on
 EGRESS_PROXY = ("10.0.0.1", 3128)
+ADVERTISE_ADDRESS = "10.0.0.2"  # kube-apiserver's --advertise-address: the kubernetes Service's endpoint
 RELAY_BUFFER = 65536
 CONNECT_TIMEOUT = 10.0
 
@@ -79,7 +87,7 @@ def component(
     config_path: pathlib.Path, ready_file: pathlib.Path, forward: list[tuple[str, int]], local: list[str]
 ) -> LabProcess:
     """The border process; ``forward`` are the outside addresses relayed in, ``local`` the CIDRs
-    routed to lo inside (pods, Services)."""
+    routed to lo inside (Services)."""
     config = {"forward": forward, "local": local, "ready_file": str(ready_file)}
     config_path.write_text(json.dumps(config, indent=2) + "\n")
     return python_module("network", __name__, [str(config_path)], health=ready_file.exists)
@@ -201,9 +209,13 @@ class Border:
         commands += [
             ["ip", "route", "add", "local", cidr, "dev", "lo", "table", "local"] for cidr in self.config["local"]
         ]
-        commands.append(["ip", "address", "add", f"{EGRESS_PROXY[0]}/32", "dev", "lo"])
+        commands += [
+            ["ip", "address", "add", f"{address}/32", "dev", "lo"] for address in (EGRESS_PROXY[0], ADVERTISE_ADDRESS)
+        ]
         for argv in commands:
             subprocess.run(argv, check=True)
+        # Between the pods' veths and to the control plane, as a node routes for its pods.
+        pathlib.Path("/proc/sys/net/ipv4/ip_forward").write_text("1\n")
         egress = socket.socket()
         egress.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         egress.bind(EGRESS_PROXY)

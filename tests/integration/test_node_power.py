@@ -58,7 +58,7 @@ class Hosts:
         self.running: dict[str, dict] = {}
         (base / "logs").mkdir(parents=True, exist_ok=True)
         self.hosts.create_login_key()
-        cluster_pki = pki.create(base / "pki", "https://127.0.0.1:6443", {})
+        cluster_pki = pki.create(base / "pki", "https://127.0.0.1:6443", {}, "10.0.0.2")
         try:
             for node in self.node_list:
                 self.hosts.prepare(node.name, cluster_pki, "https://127.0.0.1:6443")

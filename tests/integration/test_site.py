@@ -13,12 +13,16 @@ import json
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
+import yaml
 from ansible_run import REPO_ROOT, run_playbook
+from poweraware_testing import wait_until
 
 # Each test may wait for whole playbook runs (the site fixture runs three).
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.timeout(3600)]
@@ -171,6 +175,148 @@ def test_tas_policy_present(site, api):
     )
     rules = policy["spec"]["strategies"]["dontschedule"]["rules"]
     assert rules == [{"metricname": "package_power_avg", "operator": "GreaterThan", "target": 60}]
+
+
+def _tas_pod(core):
+    pods = core.list_namespaced_pod(
+        "telemetry-aware-scheduling", label_selector="app.kubernetes.io/name=telemetry-aware-scheduling"
+    ).items
+    assert len(pods) == 1, [p.metadata.name for p in pods]
+    return pods[0]
+
+
+def _policy_pod(core, prefix: str) -> str:
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    core.create_namespaced_pod(
+        "default",
+        {
+            "metadata": {"name": name, "labels": {"telemetry-policy": "power-sensitive-scheduling-policy"}},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "app",
+                        "image": "registry.k8s.io/pause:3.10",
+                        "resources": {"limits": {"telemetry/scheduling": "1"}},
+                    }
+                ]
+            },
+        },
+    )
+    return name
+
+
+def test_tas_runs_for_real_and_kube_scheduler_calls_it(site, api, lab):
+    """TAS is a process the lab's kubelet runs (Ready because it answers its probe), kube-scheduler
+    reaches it by its Service's DNS name (the extender role set ClusterFirstWithHostNet on the
+    scheduler's static pod), and a pod of the power policy goes through TAS's filter: its log line."""
+    core = api["core"]
+    tas = _tas_pod(core)
+    status = tas.status.container_statuses[0]
+    assert status.container_id.startswith("lab://") and status.ready, status
+    assert tas.spec.containers[0].readiness_probe.tcp_socket is not None
+    octet = lab.addresses[tas.spec.node_name].rsplit(".", 1)[1]
+    assert tas.status.pod_ip.startswith(f"10.244.{octet}."), tas.status.pod_ip
+    manifest = yaml.safe_load(lab.scheduler_manifest.read_text())
+    assert manifest["spec"]["dnsPolicy"] == "ClusterFirstWithHostNet"
+
+    def tas_log() -> str:
+        return lab.pod_log("telemetry-aware-scheduling", tas.metadata.name)
+
+    before = tas_log().count("Filter request received")
+    name = _policy_pod(core, "tas-call")
+    try:
+        node = wait_until(
+            lambda: core.read_namespaced_pod(name, "default").spec.node_name, 90, "the pod to be scheduled"
+        )
+        assert node in lab.worker_nodes
+        log = wait_until(
+            lambda: (text := tas_log()).count("Filter request received") > before and text,
+            30,
+            "TAS to log the scheduler's filter call",
+        )
+        filtered = [line for line in log.splitlines() if "Filtered nodes for power-sensitive-scheduling-policy" in line]
+        assert filtered and node in filtered[-1], log[-2000:]
+        print(f"PROOF TAS log: {filtered[-1]}")
+    finally:
+        core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+
+
+def test_killed_tas_is_restarted_and_pods_schedule_meanwhile(site, api, lab):
+    """Kill TAS: while it is down (crash-looping, no ready endpoint) kube-scheduler still places a
+    pod of the power policy (the extender is ignorable); the lab's kubelet restarts TAS, it becomes
+    Ready because it answers its probe again, and the next pod goes through its filter."""
+    core = api["core"]
+    tas = _tas_pod(core)
+    restarts = tas.status.container_statuses[0].restart_count
+
+    def waiting_reason():
+        status = _tas_pod(core).status.container_statuses[0]
+        return status.state.waiting.reason if status.state.waiting else None
+
+    # Four kills in a row: the kubelet's back-off doubles (1, 2, 4, 8 s), so after the fourth TAS
+    # stays down for 8 s, long enough for a pod to be scheduled without it.
+    for kill in range(4):
+        status = wait_until(
+            lambda: (
+                (s := _tas_pod(core).status.container_statuses[0]).state.running
+                and s.restart_count == restarts + kill  # noqa: B023 - evaluated in this iteration
+                and s
+            ),
+            60,
+            f"TAS running before kill {kill + 1}",
+        )
+        os.kill(int(status.container_id.removeprefix("lab://")), signal.SIGKILL)
+    wait_until(
+        lambda: (
+            (s := _tas_pod(core).status.container_statuses[0]).restart_count == restarts + 4
+            and s.state.waiting is not None
+            and s.state.waiting.reason == "CrashLoopBackOff"
+        ),
+        20,
+        "TAS in CrashLoopBackOff after the fourth kill",
+    )
+    name = _policy_pod(core, "tas-down")
+    try:
+        node = wait_until(
+            lambda: core.read_namespaced_pod(name, "default").spec.node_name, 30, "a pod scheduled while TAS is down"
+        )
+        down = waiting_reason()
+        assert node in lab.worker_nodes
+        assert down == "CrashLoopBackOff", f"TAS came back before the pod was placed ({down}): not a proof"
+    finally:
+        core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+    ready = wait_until(lambda: (s := _tas_pod(core).status.container_statuses[0]).ready and s, 90, "TAS Ready again")
+    assert ready.restart_count >= restarts + 4, ready
+    assert ready.last_state.terminated.exit_code == 137, ready.last_state
+    print(
+        f"PROOF TAS killed 4 times: restartCount {restarts} -> {ready.restart_count},"
+        f" pod {name} placed on {node} meanwhile"
+    )
+
+    # Placement recovers: once the Service proxies to TAS again (its EndpointSlice is ready, then the
+    # service proxy's next poll), a new pod of the policy goes through TAS's filter.
+    tas = _tas_pod(core)
+
+    def filtered() -> int:
+        return lab.pod_log("telemetry-aware-scheduling", tas.metadata.name).count("Filtered nodes for")
+
+    before = filtered()
+
+    def one_more_filtered():
+        name = _policy_pod(core, "tas-back")
+        try:
+            wait_until(lambda: core.read_namespaced_pod(name, "default").spec.node_name, 30, "the pod scheduled")
+            return wait_until(lambda: filtered() > before, 3, "TAS to filter it", interval=0.5)
+        except AssertionError:
+            return False  # placed without TAS: it was not reachable yet
+        finally:
+            core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+
+    try:
+        wait_until(one_more_filtered, 90, "a pod placed through TAS's filter again", interval=2)
+    except AssertionError as exc:
+        tail = lab.pod_log("telemetry-aware-scheduling", tas.metadata.name)[-3000:]
+        raise AssertionError(f"{exc}\nTAS's log ends:\n{tail}") from exc
 
 
 def test_bad_policy_rejected_before_apply(site, api, lab):

@@ -5,6 +5,7 @@ ENTRYPOINT/command/args rules, listen flags, volume items and paths resolved ins
 from __future__ import annotations
 
 import os
+import pathlib
 
 import pytest
 import yaml
@@ -27,19 +28,19 @@ def pod(*container_images, annotations=None, host_network=False):
 
 
 @pytest.mark.parametrize(
-    ("image", "repository"),
+    ("image", "reference"),
     [
-        (f"{KSM}:v2.13.0", KSM),
-        (f"{KSM}@sha256:{'a' * 64}", KSM),
-        (f"{KSM}:v2.13.0@sha256:{'a' * 64}", KSM),
-        ("localhost:5000/tools/ksm:1", "localhost:5000/tools/ksm"),
-        ("localhost:5000/tools/ksm", "localhost:5000/tools/ksm"),
-        ("busybox", "busybox"),
+        (f"{KSM}:v2.13.0", f"{KSM}:v2.13.0"),
+        (f"{KSM}@sha256:{'a' * 64}", f"{KSM}:latest"),
+        (f"{KSM}:v2.13.0@sha256:{'a' * 64}", f"{KSM}:v2.13.0"),
+        ("localhost:5000/tools/ksm:1", "localhost:5000/tools/ksm:1"),
+        ("localhost:5000/tools/ksm", "localhost:5000/tools/ksm:latest"),
+        ("busybox", "busybox:latest"),
     ],
 )
-def test_repository_drops_tag_and_digest_but_not_a_registry_port(image, repository):
-    assert kubelet_pods.repository_of(image) == repository
-    assert images.repository_of(image) == repository
+def test_reference_drops_the_digest_and_not_a_registry_port(image, reference):
+    assert kubelet_pods.reference_of(image) == reference
+    assert images.reference_of(image) == reference
 
 
 def test_a_pod_is_claimed_when_any_container_is_mapped_and_never_a_mirror_pod():
@@ -48,6 +49,10 @@ def test_a_pod_is_claimed_when_any_container_is_mapped_and_never_a_mirror_pod():
     assert not kubelet_pods.claims(pod("registry.k8s.io/pause:3.10"), IMAGE_MAP)
     mirror = pod(f"{KSM}:v2.13.0", annotations={"kubernetes.io/config.mirror": "x"})
     assert not kubelet_pods.claims(mirror, IMAGE_MAP)
+    # Another version of a mapped image is not the executable the lab has: kwok keeps it.
+    assert not kubelet_pods.claims(pod(f"{KSM}:v2.12.0"), IMAGE_MAP)
+    assert not kubelet_pods.claims(pod("docker.io/intel/telemetry-aware-scheduling:0.6.0"), IMAGE_MAP)
+    assert kubelet_pods.claims(pod("docker.io/intel/telemetry-aware-scheduling:0.7.0"), IMAGE_MAP)
 
 
 def test_kwok_stages_skip_exactly_the_pods_the_kubelet_claims(tmp_path):
@@ -60,7 +65,7 @@ def test_kwok_stages_skip_exactly_the_pods_the_kubelet_claims(tmp_path):
     assert node_stages and all(
         images.kwok_selector() not in (s["spec"].get("selector") or {}).get("matchExpressions", []) for s in node_stages
     )
-    # The jq key strips what repository_of strips; NotIn compares against the same repositories.
+    # The jq key strips what reference_of strips; NotIn compares against the same references.
     assert images.kwok_selector()["values"] == sorted(IMAGE_MAP)
 
 
@@ -135,7 +140,7 @@ def test_variable_references_expand_as_kubernetes_does(value, expected):
 
 
 def test_command_replaces_the_entrypoint_and_args_replace_its_defaults():
-    image = IMAGE_MAP[KSM]
+    image = IMAGE_MAP[f"{KSM}:v2.13.0"]
     assert kubelet_pods.resolve_command({}, image, {}) == list(image["entrypoint"])
     only_args = kubelet_pods.resolve_command({"args": ["--port=9000"]}, image, {})
     assert only_args == ["kube-state-metrics", "--port=9000"]  # the image's default args are gone
@@ -145,19 +150,6 @@ def test_command_replaces_the_entrypoint_and_args_replace_its_defaults():
     assert command == ["/kube-state-metrics", "--v=2"]
     with pytest.raises(kubelet_pods.PodError, match="no entrypoint"):
         kubelet_pods.resolve_command({}, {"entrypoint": []}, {})
-
-
-def test_listen_flags_put_a_pod_on_its_own_address_unless_set_or_host_network():
-    image = IMAGE_MAP[KSM]
-    argv = ["kube-state-metrics", "--port=8080"]
-    assert kubelet_pods.listen_flags(argv, image, "10.244.11.9", False) == [
-        *argv,
-        "--host=10.244.11.9",
-        "--telemetry-host=10.244.11.9",
-    ]
-    own = ["kube-state-metrics", "--host=0.0.0.0"]
-    assert kubelet_pods.listen_flags(own, image, "10.244.11.9", False) == [*own, "--telemetry-host=10.244.11.9"]
-    assert kubelet_pods.listen_flags(argv, image, "127.0.1.11", True) == argv
 
 
 def test_volume_items_select_keys_paths_and_modes_and_refuse_missing_keys():
@@ -194,3 +186,52 @@ def test_container_paths_resolve_inside_the_root_through_absolute_symlinks(tmp_p
     os.symlink("loop", root / "loop")
     with pytest.raises(OSError, match="too many levels"):
         kubelet_pods.resolve_in_root(str(root), "/loop/x")
+
+
+def test_every_mapped_image_is_a_roles_default_image_at_its_default_tag():
+    """The lab runs what the roles deploy: a role whose default image or tag moves without the map
+    (and the executable's Go module) would leave its pods to kwok without anyone noticing."""
+    roles = pathlib.Path(__file__).resolve().parents[3] / "roles"
+    defaults = {}
+    for path in roles.glob("*/defaults/main.yml"):
+        defaults.update(yaml.safe_load(path.read_text()) or {})
+    deployed = {
+        f"{defaults[key]}:{defaults[key + '_tag']}"
+        for key in defaults
+        if key.endswith("_image") and f"{key}_tag" in defaults
+    }
+    assert {image.reference for image in images.IMAGES} <= deployed
+
+
+def test_a_pod_network_is_a_veth_named_from_the_uid_with_a_host_route_and_a_default_route():
+    interface = kubelet_pods.host_interface("0f6c1b1e-5a34-4b8e-9f57-1b2c3d4e5f60")
+    assert interface.startswith("cali") and len(interface) == 15  # IFNAMSIZ - 1
+    assert interface != kubelet_pods.host_interface("another-uid")
+    plan = kubelet_pods.sandbox_plan(interface, "10.244.11.9", 4242)
+    node = [argv for where, argv in plan if where == "node"]
+    pod = [argv for where, argv in plan if where == "pod"]
+    assert node[0] == ["ip", "link", "add", interface, "type", "veth", "peer", "name", "eth0", "netns", "4242"]
+    assert ["ip", "route", "add", "10.244.11.9/32", "dev", interface] in node
+    assert ["ip", "address", "add", "10.244.11.9/32", "dev", "eth0"] in pod
+    # The gateway is on-link before the default route names it, and eth0 is up before either.
+    assert (
+        pod.index(["ip", "link", "set", "eth0", "up"])
+        < pod.index(["ip", "route", "add", "169.254.1.1", "dev", "eth0", "scope", "link"])
+        < pod.index(["ip", "route", "add", "default", "via", "169.254.1.1", "dev", "eth0"])
+    )
+    assert [where for where, _argv in plan] == sorted((where for where, _argv in plan), key=["node", "pod"].index)
+
+
+def test_the_kubernetes_service_names_the_pods_api_server_and_waits_until_it_exists():
+    class Api:
+        def __init__(self, service):
+            self.service = service
+
+        def request(self, method, path, body=None, missing_ok=False, patch=False):
+            assert (method, path) == ("GET", "/api/v1/namespaces/default/services/kubernetes")
+            return self.service
+
+    service = {"spec": {"clusterIP": "10.96.0.1", "ports": [{"name": "https", "port": 443}]}}
+    assert kubelet_pods.NodeApi(Api(service)).kubernetes_service() == ("10.96.0.1", "443")
+    with pytest.raises(kubelet_pods.PodError, match="no cluster IP"):
+        kubelet_pods.NodeApi(Api(None)).kubernetes_service()
