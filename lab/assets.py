@@ -28,7 +28,7 @@ BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler
 # Linked into the lab's bin/ when there, never required (an assets directory may lack them): kubectl,
 # and the executables of the images the lab runs (lab/images.py; a pod whose executable is missing
 # shows it in its status).
-OPTIONAL_BINARIES = ("kubectl", "kube-state-metrics", "extender")
+OPTIONAL_BINARIES = ("kubectl", "kube-state-metrics", "extender", "adapter")
 # Go's usual install place on these machines; PATH wins when it has a go.
 GO_FALLBACKS = ("/usr/local/go/bin/go",)
 
@@ -124,6 +124,14 @@ COMPONENTS = (
         packages=("github.com/intel/platform-aware-scheduling/telemetry-aware-scheduling/cmd",),
         binaries=("extender",),
         output_name="extender",
+    ),
+    GoBuild(
+        name="prometheus-adapter",
+        module="sigs.k8s.io/prometheus-adapter",
+        # The image's /adapter (its Makefile: go build -o adapter ./cmd/adapter).
+        packages=("sigs.k8s.io/prometheus-adapter/cmd/adapter",),
+        binaries=("adapter",),
+        output_name="adapter",
     ),
 )
 

@@ -57,6 +57,14 @@ IMAGES = (
         version="v0.7.0",
         why="the scheduler extender the tas role deploys, called by kube-scheduler through its Service",
     ),
+    Image(
+        repository="registry.k8s.io/prometheus-adapter/prometheus-adapter",
+        tag="v0.12.0",
+        # Dockerfile: ENTRYPOINT ["/adapter"]
+        entrypoint=("adapter",),
+        version="v0.12.0",
+        why="serves custom.metrics.k8s.io from Prometheus to TAS and the HPA, behind the aggregator",
+    ),
 )
 
 

@@ -492,18 +492,21 @@ def resolve_in_root(root: str, path: str, max_links: int = 40) -> str:
     return os.path.join(root, *resolved)
 
 
-def _make_mount_point(root: str, target: str, is_dir: bool, scratch: str, counter: list[int]) -> str:
+def _make_mount_point(root: str, target: str, is_dir: bool, scratch: str, overlays: list[str]) -> str:
     """The path of ``target`` inside ``root``, created without writing to the node: a missing path
-    is made in a private overlay over its deepest existing ancestor (a tmpfs upper layer)."""
+    is made in a private overlay over its deepest existing ancestor (a tmpfs upper layer), unless
+    that ancestor is already in one made for this container (``overlays``: an overlay over a
+    directory of another overlay is refused with EINVAL, and it is writable anyway)."""
     inside = resolve_in_root(root, target)
     if os.path.lexists(inside):
         return inside
     ancestor = os.path.dirname(inside.rstrip("/"))
     while not os.path.isdir(ancestor):
         ancestor = os.path.dirname(ancestor)
-    if os.path.realpath(ancestor) != os.path.realpath(root):
-        counter[0] += 1
-        upper, work = f"{scratch}/upper{counter[0]}", f"{scratch}/work{counter[0]}"
+    writable = any(ancestor == made or ancestor.startswith(made + "/") for made in overlays)
+    if not writable and os.path.realpath(ancestor) != os.path.realpath(root):
+        overlays.append(ancestor)
+        upper, work = f"{scratch}/upper{len(overlays)}", f"{scratch}/work{len(overlays)}"
         os.makedirs(upper)
         os.makedirs(work)
         _mount("overlay", ancestor, "overlay", 0, f"lowerdir={ancestor},upperdir={upper},workdir={work}")
@@ -525,6 +528,21 @@ def enter_host_network_pod(resolv: str) -> None:
         raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
     _mount(resolv, "/etc/resolv.conf", None, MS_BIND)
+
+
+def container_preexec(netns: str | None, rootfs: str, mounts: list[Mount], working_dir: str | None, user: tuple | None):
+    """``enter_container`` as a preexec function that says on stderr (the container's log) why it
+    failed: subprocess only reports "Exception occurred in preexec_fn"."""
+
+    def run() -> None:
+        try:
+            enter_container(netns, rootfs, mounts, working_dir, user)
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                os.write(2, f"lab kubelet: cannot create the container: {exc!r}\n".encode())
+            raise
+
+    return run
 
 
 def enter_container(
@@ -551,10 +569,10 @@ def enter_container(
         elif entry.is_dir():
             os.mkdir(target)
             _mount(entry.path, target, None, MS_BIND | MS_REC)
-    counter = [0]
+    overlays: list[str] = []
     for mount in mounts:
         is_dir = os.path.isdir(mount.source)
-        inside = _make_mount_point(rootfs, mount.target, is_dir, scratch, counter)
+        inside = _make_mount_point(rootfs, mount.target, is_dir, scratch, overlays)
         _mount(mount.source, inside, None, MS_BIND | MS_REC)
         if mount.read_only:
             _mount("none", inside, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
@@ -1136,11 +1154,14 @@ class ApiPods:
                     stdout=out,
                     stderr=subprocess.STDOUT,
                     env=env,
-                    preexec_fn=lambda: enter_container(netns, str(rootfs), mounts, working_dir, user),  # noqa: PLW1509
+                    preexec_fn=container_preexec(netns, str(rootfs), mounts, working_dir, user),  # noqa: PLW1509
                 )
             except (OSError, subprocess.SubprocessError) as exc:
                 container.process = None
-                container.waiting_reason, container.waiting_message = "RunContainerError", str(exc)
+                out.flush()
+                why = log_path.read_text(errors="replace").rstrip().rsplit("\n", 1)[-1]
+                container.waiting_reason = "RunContainerError"
+                container.waiting_message = why if why.startswith("lab kubelet:") else str(exc)
                 container.next_start = now + container.backoff
                 container.backoff = min(container.backoff * 2, BACKOFF_MAX)
                 return
@@ -1164,7 +1185,7 @@ class ApiPods:
                     capture_output=True,
                     timeout=timeout,
                     check=False,
-                    preexec_fn=lambda: enter_container(netns, rootfs, mounts, working_dir, user),  # noqa: PLW1509
+                    preexec_fn=container_preexec(netns, rootfs, mounts, working_dir, user),  # noqa: PLW1509
                 )
             except (OSError, subprocess.SubprocessError) as exc:
                 return False, f"exec probe failed: {exc}"
