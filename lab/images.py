@@ -68,13 +68,6 @@ IMAGES = (
 )
 
 
-def reference_of(image: str) -> str:
-    """``registry/path/name:tag`` of an image reference: without ``@digest``, ``:latest`` when it
-    names no tag (a colon in the registry part is a port, not a tag)."""
-    name = image.split("@", 1)[0]
-    return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
-
-
 def image_map() -> dict[str, dict]:
     return {image.reference: image.to_json() for image in IMAGES}
 

@@ -72,6 +72,7 @@ STATUS_RESYNC = 30.0
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 TOKEN_REFRESH_AT = 0.8  # kubelet renews a projected token after 80 % of its life
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+CREATE_FAILED = "lab kubelet: cannot create the container: "  # a preexec's last word, in the log
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
@@ -100,7 +101,9 @@ def now_rfc3339(at: float | None = None) -> str:
 
 # --- pure decisions (unit-tested on the controller) -------------------------------------------
 def reference_of(image: str) -> str:
-    """Same rule as lab/images.py (this file runs on the node, without the controller's modules)."""
+    """``registry/path/name:tag`` of an image reference: without ``@digest``, ``:latest`` when it
+    names no tag (a colon in the registry part is a port, not a tag). The image map's keys are
+    such references (lab/images.py)."""
     name = image.split("@", 1)[0]
     return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
 
@@ -450,6 +453,15 @@ _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 _libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p)
 
 
+def _own_namespace(flag: int, name: str, death_signal: int = signal.SIGTERM) -> None:
+    """A preexec's first step: end with the kubelet (as a pod's processes do here), then
+    unshare(2) the namespace ``flag``."""
+    with contextlib.suppress(OSError, AttributeError):
+        _libc.prctl(_PR_SET_PDEATHSIG, death_signal, 0, 0, 0)
+    if _libc.unshare(flag) != 0:
+        raise OSError(ctypes.get_errno(), f"unshare({name})")
+
+
 def _mount(source, target, fstype=None, flags=0, data=None) -> None:
     def enc(value):
         return None if value is None else str(value).encode()
@@ -522,10 +534,7 @@ def enter_host_network_pod(resolv: str) -> None:
     """Runs in a host-network static pod's process before exec when kubelet gives it a resolv.conf
     of its own (``ClusterFirstWithHostNet``): a private mount namespace of the node's where only
     /etc/resolv.conf differs."""
-    with contextlib.suppress(OSError, AttributeError):
-        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    if _libc.unshare(CLONE_NEWNS) != 0:
-        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
+    _own_namespace(CLONE_NEWNS, "CLONE_NEWNS")
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
     _mount(resolv, "/etc/resolv.conf", None, MS_BIND)
 
@@ -539,7 +548,7 @@ def container_preexec(netns: str | None, rootfs: str, mounts: list[Mount], worki
             enter_container(netns, rootfs, mounts, working_dir, user)
         except BaseException as exc:
             with contextlib.suppress(OSError):
-                os.write(2, f"lab kubelet: cannot create the container: {exc!r}\n".encode())
+                os.write(2, f"{CREATE_FAILED}{exc!r}\n".encode())
             raise
 
     return run
@@ -551,12 +560,9 @@ def enter_container(
     """Runs in the container's first process before exec: the pod's network namespace (none for a
     host-network pod), a private mount namespace whose root is a tmpfs holding the node's top-level
     directories (recursive binds) and the volumes."""
-    with contextlib.suppress(OSError, AttributeError):
-        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     if netns is not None:
         join_network(netns)
-    if _libc.unshare(CLONE_NEWNS) != 0:
-        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
+    _own_namespace(CLONE_NEWNS, "CLONE_NEWNS")
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
     _mount("tmpfs", rootfs, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
     scratch = os.path.join(rootfs, ".lab-scratch")
@@ -621,14 +627,6 @@ def join_network(netns: str) -> None:
         os.close(fd)
 
 
-def _new_network() -> None:
-    """The holder's preexec: dies with the kubelet (as a pod's processes do here), own network."""
-    with contextlib.suppress(OSError, AttributeError):
-        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if _libc.unshare(CLONE_NEWNET) != 0:
-        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET)")
-
-
 class PodSandbox:
     """The pod's network namespace, held by a sleeping process as the pause container holds it;
     it goes (and the veth with it) when the holder does."""
@@ -656,7 +654,7 @@ class PodSandbox:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            preexec_fn=_new_network,  # noqa: PLW1509 - single-threaded runner
+            preexec_fn=lambda: _own_namespace(CLONE_NEWNET, "CLONE_NEWNET", signal.SIGKILL),  # noqa: PLW1509
         )
         netns = self.netns
         try:
@@ -1001,20 +999,21 @@ class ApiPods:
                 pod.deleting_since = time.monotonic()
                 log(f"{pod.key}: marked for deletion")
 
-    def _teardown(self, pod: ApiPod) -> None:
+    def _stop_pod(self, pod: ApiPod, grace: float) -> None:
+        """Every container within ``grace``, then the pod's network namespace."""
         for container in pod.containers:
-            self._stop(pod, container, MAX_GRACE)
+            self._stop(pod, container, grace)
         if pod.sandbox is not None:
             pod.sandbox.remove()
+
+    def _teardown(self, pod: ApiPod) -> None:
+        self._stop_pod(pod, MAX_GRACE)
         shutil.rmtree(pod.pod_dir, ignore_errors=True)
 
     def _supervise(self, pod: ApiPod, now: float) -> None:
         if pod.deleting_since is not None:
             grace = min(float(pod.pod["metadata"].get("deletionGracePeriodSeconds") or 0), MAX_GRACE)
-            for container in pod.containers:
-                self._stop(pod, container, grace)
-            if pod.sandbox is not None:
-                pod.sandbox.remove()
+            self._stop_pod(pod, grace)
             try:
                 self.api.delete(pod.pod)
             except RuntimeError as exc:
@@ -1147,6 +1146,7 @@ class ApiPods:
         log_path = self._log_path(pod, container)
         with open(log_path, "ab", buffering=0) as out:
             out.write(f"==> {time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {' '.join(argv)}\n".encode())
+            written = out.tell()
             try:
                 container.process = subprocess.Popen(
                     [str(executable), *argv[1:]],
@@ -1158,10 +1158,11 @@ class ApiPods:
                 )
             except (OSError, subprocess.SubprocessError) as exc:
                 container.process = None
-                out.flush()
-                why = log_path.read_text(errors="replace").rstrip().rsplit("\n", 1)[-1]
+                with open(log_path, "rb") as log_file:
+                    log_file.seek(written)
+                    why = log_file.read().decode(errors="replace").strip()
                 container.waiting_reason = "RunContainerError"
-                container.waiting_message = why if why.startswith("lab kubelet:") else str(exc)
+                container.waiting_message = why if why.startswith(CREATE_FAILED) else str(exc)
                 container.next_start = now + container.backoff
                 container.backoff = min(container.backoff * 2, BACKOFF_MAX)
                 return
@@ -1311,10 +1312,7 @@ class ApiPods:
 
     def stop_all(self) -> None:
         for pod in self.pods.values():
-            for container in pod.containers:
-                self._stop(pod, container, MAX_GRACE)
-            if pod.sandbox is not None:
-                pod.sandbox.remove()
+            self._stop_pod(pod, MAX_GRACE)
 
     def summary(self) -> dict:
         return {

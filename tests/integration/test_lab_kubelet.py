@@ -263,7 +263,9 @@ def test_a_mapped_image_that_cannot_start_says_why(lab, apis, namespace):
     create_ksm_prerequisites(apis, namespace)
     missing = ksm_pod_spec(namespace, command=["/no-such-program"])
     crashing = ksm_pod_spec(namespace, args=["--no-such-flag"])
-    for name, spec in (("missing", missing), ("crashing", crashing)):
+    # A directory volume over a file of the node: the container's mounts fail in its first process.
+    unmountable = ksm_pod_spec(namespace, volumeMounts=[{"name": "settings", "mountPath": "/etc/passwd"}])
+    for name, spec in (("missing", missing), ("crashing", crashing), ("unmountable", unmountable)):
         core.create_namespaced_pod(namespace, {"metadata": {"name": name}, "spec": spec})
 
     def waiting(name, reason):
@@ -285,6 +287,9 @@ def test_a_mapped_image_that_cannot_start_says_why(lab, apis, namespace):
     assert not status.ready
     logs = lab.pod_log(namespace, "crashing")
     assert "unknown flag: --no-such-flag" in logs
+    pod = wait_until(waiting("unmountable", "RunContainerError"), 60, "RunContainerError")
+    message = pod.status.container_statuses[0].state.waiting.message
+    assert message.startswith("lab kubelet: cannot create the container: ") and "/etc/passwd" in message, message
 
 
 def test_unmapped_images_stay_simulated_by_kwok(lab, apis, namespace):

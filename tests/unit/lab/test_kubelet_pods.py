@@ -40,7 +40,6 @@ def pod(*container_images, annotations=None, host_network=False):
 )
 def test_reference_drops_the_digest_and_not_a_registry_port(image, reference):
     assert kubelet_pods.reference_of(image) == reference
-    assert images.reference_of(image) == reference
 
 
 def test_a_pod_is_claimed_when_any_container_is_mapped_and_never_a_mirror_pod():
