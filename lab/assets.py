@@ -28,7 +28,7 @@ BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler
 # Linked into the lab's bin/ when there, never required (an assets directory may lack them): kubectl,
 # and the executables of the images the lab runs (lab/images.py; a pod whose executable is missing
 # shows it in its status).
-OPTIONAL_BINARIES = ("kubectl", "kube-state-metrics", "extender", "adapter")
+OPTIONAL_BINARIES = ("kubectl", "kube-state-metrics", "extender", "adapter", "prometheus")
 # Go's usual install place on these machines; PATH wins when it has a go.
 GO_FALLBACKS = ("/usr/local/go/bin/go",)
 
@@ -47,6 +47,7 @@ class GoBuild:
     binaries: tuple[str, ...]
     output_name: str | None = None  # for a single package whose directory name is not the binary's
     version_packages: tuple[str, ...] = ()  # packages whose version variables the release build sets
+    stamps: tuple[str, ...] = ()  # other -X package.variable=value stamps the project's release build sets
 
     def ldflags(self) -> str:
         """-s -w, plus the version stamps Kubernetes' own build sets (hack/lib/version.sh), so that
@@ -64,6 +65,7 @@ class GoBuild:
                     ("gitTreeState", "clean"),
                 ):
                     flags.append(f"-X {package}.{name}={value}")
+        flags += [f"-X {stamp}" for stamp in self.stamps]
         return " ".join(flags)
 
     def recipe(self) -> str:
@@ -132,6 +134,21 @@ COMPONENTS = (
         packages=("sigs.k8s.io/prometheus-adapter/cmd/adapter",),
         binaries=("adapter",),
         output_name="adapter",
+    ),
+    GoBuild(
+        name="prometheus",
+        module="github.com/prometheus/prometheus",
+        # The image's /bin/prometheus; its web UI is not built in (the release embeds assets that
+        # need npm), so the UI pages answer 404 and the API, which is all the stack uses, works.
+        packages=("github.com/prometheus/prometheus/cmd/prometheus",),
+        binaries=("prometheus",),
+        output_name="prometheus",
+        # .promu.yml: what `prometheus --version` and /api/v1/status/buildinfo report
+        stamps=(
+            "github.com/prometheus/common/version.Version=2.53.2",
+            "github.com/prometheus/common/version.Branch=HEAD",
+            "github.com/prometheus/common/version.BuildUser=poweraware-lab",
+        ),
     ),
 )
 

@@ -39,9 +39,18 @@ from collections.abc import Callable, Iterator
 
 import yaml
 
-from lab import assets, images, nodes, pki
+from lab import assets, fake_sysfs, images, nodes, pki
 from lab.api import Api, http_ok, insecure_context, node_ready
-from lab.components import cluster_dns, etcd, kube_apiserver, kube_controller_manager, kwok, network, service_proxy
+from lab.components import (
+    cluster_dns,
+    etcd,
+    kube_apiserver,
+    kube_controller_manager,
+    kwok,
+    network,
+    node_power,
+    service_proxy,
+)
 from lab.process import (
     STATE_ENV,
     LabProcess,
@@ -97,7 +106,22 @@ class LabConfig:
     @property
     def nodes(self) -> list[nodes.Node]:
         found = [nodes.Node(self.control_plane, nodes.node_address(0, True), True)]
-        found += [nodes.Node(n, nodes.node_address(i, False), False) for i, n in enumerate(self.worker_names, 1)]
+        packages = int(fake_sysfs.SCENARIOS[self.sysfs_scenario].get("packages") or 1)
+        try:
+            servers = node_power.lab_servers(self.workers, packages)
+        except node_power.NoData:
+            servers = ()  # `lab up` says what is missing (power_servers); the rest works without
+        for i, name in enumerate(self.worker_names, 1):
+            server = servers[i - 1] if servers else None
+            found.append(
+                nodes.Node(
+                    name,
+                    nodes.node_address(i, False),
+                    False,
+                    power_server=server.id if server else "",
+                    tdp_w=node_power.package_tdp_w(server, packages) if server else None,
+                )
+            )
         return found
 
     def port(self, name: str) -> int:
@@ -330,6 +354,10 @@ class Lab:
 
     def _up_unlocked(self, build: bool) -> None:
         binaries = assets.resolve_binaries(build=build, log=self.log)
+        try:
+            node_power.lab_servers(self.config.workers, 1)
+        except node_power.NoData as exc:
+            raise LabError(str(exc)) from exc
         self._check_ports()
         paths, config = self.paths, self.config
         paths.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -389,6 +417,14 @@ class Lab:
         kwok_home.mkdir(exist_ok=True)
         self._start(kwok.component(bin_dir, paths.pki / "kwok.conf", kwok_home))
         self._create_nodes()
+        self._start(
+            node_power.component(
+                config.api_url,
+                paths.pki,
+                paths.state_dir,
+                {node.name: (hosts.sysfs(node.name), node.power_server) for node in config.nodes if node.power_server},
+            )
+        )
 
         images_dir = images.prepare_images_dir(binaries, paths.images)
         for node in config.nodes:
@@ -508,6 +544,8 @@ class Lab:
             "type": "kwok",
         }
         spec: dict = {}
+        if node.power_server:
+            labels[node_power.SERVER_LABEL] = node.power_server
         if node.control_plane:
             labels[CONTROL_PLANE_LABEL] = ""
             spec["taints"] = [{"key": CONTROL_PLANE_LABEL, "effect": "NoSchedule"}]

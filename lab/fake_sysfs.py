@@ -12,7 +12,9 @@ Layout written (paths relative to ``root``)::
     devices/system/cpu/cpuN/cpufreq -> ../cpufreq/policyX   (online CPUs only)
     devices/system/cpu/cpufreq/policyX/...      (scaling_*, cpuinfo_*, related_cpus, EPP ...)
     devices/system/cpu/intel_pstate/{status,no_turbo,...} | devices/system/cpu/amd_pstate/status
-    class/powercap/intel-rapl:N/{name,energy_uj,max_energy_range_uj,constraint_0_*}  (+ psys)
+    devices/virtual/powercap/intel-rapl/intel-rapl:N/{name,energy_uj,max_energy_range_uj,constraint_0_*}
+        (+ psys, and the dram sub-zone intel-rapl:N:0 inside its package)
+    class/powercap/{intel-rapl,intel-rapl:N,intel-rapl:N:0} -> ../../devices/virtual/powercap/...
 
 and, for the scenarios that ask for them (shape keys ``idle``, ``uncore``, ``powercap``, ``hwmon``)::
 
@@ -247,11 +249,17 @@ def _rapl_constraints(zone: pathlib.Path, tdp_w, enabled):
 
 
 def _rapl(root: pathlib.Path, packages, tdp_w, energy_mode, kind="rapl"):
-    base = root / "class" / "powercap"
-    base.mkdir(parents=True, exist_ok=True)
-    _put(base / "intel-rapl" / "enabled", 1)
+    """The zones live where the kernel puts them, under the powercap control type's device
+    (devices/virtual/powercap/intel-rapl/intel-rapl:N, sub-zones nested inside their package), and
+    class/powercap holds symlinks to them (drivers/powercap/powercap_sys.c): readers of either path
+    (the collectd role mounts devices/virtual/powercap) see the same files."""
+    control = root / "devices" / "virtual" / "powercap" / "intel-rapl"
+    control.mkdir(parents=True, exist_ok=True)
+    _put(control / "enabled", 1)
+    zones: list[pathlib.Path] = []
     for pkg in range(packages):
-        zone = base / f"intel-rapl:{pkg}"
+        zone = control / f"intel-rapl:{pkg}"
+        zones.append(zone)
         _put(zone / "name", f"package-{pkg}", 0o444)
         _put(zone / "enabled", 1)
         _put(zone / "energy_uj", 123456789 + pkg * 1000, energy_mode)
@@ -265,16 +273,21 @@ def _rapl(root: pathlib.Path, packages, tdp_w, energy_mode, kind="rapl"):
         if kind in ("rapl_pl2", "locked"):
             # a BIOS-locked limit reads as disabled (intel_rapl_common.c get_domain_enable)
             _rapl_constraints(zone, tdp_w, 0 if kind == "locked" else 1)
-        sub = base / f"intel-rapl:{pkg}:0"
+        sub = zone / f"intel-rapl:{pkg}:0"
+        zones.append(sub)
         _put(sub / "name", "dram", 0o444)
         _put(sub / "energy_uj", 4242 + pkg, energy_mode)
         _put(sub / "max_energy_range_uj", 65712999613, 0o444)
-    if kind == "energy_only":
-        return
-    psys = base / f"intel-rapl:{packages}"
-    _put(psys / "name", "psys", 0o444)
-    _put(psys / "energy_uj", 987654, energy_mode)
-    _put(psys / "max_energy_range_uj", 262143328850, 0o444)
+    if kind != "energy_only":
+        psys = control / f"intel-rapl:{packages}"
+        zones.append(psys)
+        _put(psys / "name", "psys", 0o444)
+        _put(psys / "energy_uj", 987654, energy_mode)
+        _put(psys / "max_energy_range_uj", 262143328850, 0o444)
+    links = root / "class" / "powercap"
+    links.mkdir(parents=True, exist_ok=True)
+    for device in (control, *zones):
+        os.symlink(os.path.relpath(device, links), links / device.name)
 
 
 def build_tree(root: pathlib.Path, scenario: str, rebuild: bool = False, **shape) -> pathlib.Path:

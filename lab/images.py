@@ -2,7 +2,9 @@
 
 A bare-metal node pulls an image and runs its entrypoint; the lab has no registry and no container
 runtime, so an image the lab knows is an executable built from the same project's Go module at the
-version the role deploys (lab/assets.py builds and caches it), and running "the container" means
+version the role deploys (lab/assets.py builds and caches it), or, for collectd, which is C and
+no Go module, the executable of this machine's Debian package (``system_path``, installed by
+``make system-deps``) at Debian's version, which ``why`` justifies; running "the container" means
 running that executable inside the node with what kubelet gives a container (lab/kubelet_pods.py).
 Every other image stays a kwok-simulated pod: kwok's stages skip the pods whose image is mapped here
 (``kwok_selector``), so exactly one of the two owns each pod's status.
@@ -29,6 +31,7 @@ class Image:
     entrypoint: tuple[str, ...]  # the image's ENTRYPOINT: its first word is an executable of the images dir
     version: str  # the version the executable is built at (the role's default tag)
     why: str = ""
+    system_path: str = ""  # the executable comes from this machine's Debian package, not a Go build
 
     def to_json(self) -> dict:
         return {
@@ -65,7 +68,36 @@ IMAGES = (
         version="v0.12.0",
         why="serves custom.metrics.k8s.io from Prometheus to TAS and the HPA, behind the aggregator",
     ),
+    Image(
+        repository="quay.io/prometheus/prometheus",
+        tag="v2.53.2",
+        # Dockerfile: ENTRYPOINT ["/bin/prometheus"]; the role gives every argument
+        entrypoint=("prometheus",),
+        version="v2.53.2",
+        why="scrapes collectd and kube-state-metrics (Kubernetes service discovery) and records the "
+        "power rules; built from its Go module because Debian's package has no Kubernetes discovery",
+    ),
+    Image(
+        repository="docker.io/opnfv/barometer-collectd",
+        tag="stable",
+        # the role gives the command (/opt/collectd/sbin/collectd -f -C ...): its file name is the key
+        entrypoint=("collectd",),
+        version="5.12.0 (Debian bookworm's collectd-core package)",
+        why="runs the role's RAPL plugin (python plugin) and exports through write_prometheus; "
+        "barometer's image builds collectd 5.12 from source too, with the same two plugins",
+        system_path="/usr/sbin/collectd",
+    ),
 )
+
+
+def system_executables() -> dict[str, pathlib.Path]:
+    """The images' executables that come from Debian packages and are installed here, by the name
+    the images dir gives them (a pod of a missing one shows it in its status)."""
+    found = {}
+    for image in IMAGES:
+        if image.system_path and os.access(image.system_path, os.X_OK):
+            found[image.entrypoint[0]] = pathlib.Path(image.system_path)
+    return found
 
 
 def image_map() -> dict[str, dict]:
@@ -89,7 +121,7 @@ def prepare_images_dir(binaries: dict[str, pathlib.Path], target: pathlib.Path) 
     copies across file systems: a symlink would point into the controller's home, which a node does
     not see) and the image map."""
     target.mkdir(parents=True, exist_ok=True)
-    for name, source in binaries.items():
+    for name, source in {**binaries, **system_executables()}.items():
         link = target / name
         source = source.resolve()
         if link.exists() and os.path.samestat(link.stat(), source.stat()):

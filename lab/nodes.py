@@ -63,6 +63,10 @@ class Node:
     # The node's kernel (lab/fake_sysfs.py scenario and shape); None: the lab's default.
     scenario: str | None = None
     cpus: int | None = None
+    # A worker is a SPECpower server (lab/components/node_power.py): its id, and the TDP its RAPL
+    # packages report.
+    power_server: str = ""
+    tdp_w: float | None = None
 
 
 def node_address(index: int, control_plane: bool) -> str:
@@ -244,7 +248,9 @@ class NodeHosts:
     def power_on_kernel(self, name: str) -> None:
         """The node's kernel as at power-on: cpufreq and powercap at their boot values."""
         node = self.nodes[name]
-        shape = {"cpus": node.cpus or self.cpus} if (node.cpus or self.cpus) else {}
+        shape: dict = {"cpus": node.cpus or self.cpus} if (node.cpus or self.cpus) else {}
+        if node.tdp_w:
+            shape["tdp_w"] = node.tdp_w
         fake_sysfs.build_tree(self.sysfs(name), node.scenario or self.scenario, rebuild=True, **shape)
 
     # --- run ----------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import time
 import pytest
 import yaml
 from ansible_run import run_playbook
+from poweraware_testing import wait_until
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -175,6 +176,118 @@ def test_adapter_runs_for_real_behind_the_aggregator(lab, converged):
     print(
         f"PROOF custom.metrics.k8s.io/v1beta1: Available ({available.get('reason')}), served by pod {pod.metadata.name}"
     )
+
+
+def _simulated(lab) -> dict:
+    """What the lab's power meter draws on each worker now (lab/components/node_power.py)."""
+    return json.loads((lab.state_dir / "node-power.json").read_text())["nodes"]
+
+
+def _package_power_avg(lab) -> dict[str, float]:
+    """node -> percent of TDP, as ``kubectl get --raw .../nodes/*/package_power_avg`` returns it."""
+    from kubernetes.client.rest import ApiException
+
+    api_client = lab.api_client()
+    try:
+        response = api_client.call_api(
+            "GET",
+            api_client.configuration.host + "/apis/custom.metrics.k8s.io/v1beta1/nodes/*/package_power_avg",
+            header_params={"Accept": "application/json"},
+        )
+    except ApiException:
+        return {}  # not listed yet: the adapter relists Prometheus' series every minute
+    items = json.loads(response.read() or response.data)["items"]
+    return {item["describedObject"]["name"]: _quantity(item["value"]) for item in items}
+
+
+def _quantity(text: str) -> float:
+    return float(text[:-1]) / 1000.0 if text.endswith("m") else float(text)
+
+
+def _percent_of_tdp(node: dict) -> float:
+    return 100.0 * node["watts"] / node["packages"] / node["package_tdp_w"]
+
+
+def _wait_metric_matches(lab, nodes: list[str], timeout: float) -> tuple[dict, dict]:
+    """Until the custom metric of every node in ``nodes`` is within 5 % of the simulated power."""
+    deadline = time.monotonic() + timeout
+    metric, simulated = {}, {}
+    while time.monotonic() < deadline:
+        metric, simulated = _package_power_avg(lab), _simulated(lab)
+        if all(node in metric and abs(metric[node] / _percent_of_tdp(simulated[node]) - 1.0) <= 0.05 for node in nodes):
+            return metric, simulated
+        time.sleep(3)
+    raise AssertionError(f"custom metric {metric} vs simulated {simulated}")
+
+
+def test_node_power_flows_from_rapl_to_the_custom_metrics_api(lab, converged):
+    """Each worker's simulated power (its SPECpower server at its pods' CPU requests) is counted by
+    its fake RAPL counters, read by the real collectd with the role's plugin, scraped by the real
+    Prometheus through Kubernetes service discovery, recorded by the power rules and served by the
+    real adapter: one value per worker, each within 5 % of the simulated power; and when a pod's
+    requests load one worker, its value follows."""
+    from kubernetes import client
+
+    for selector, count in (
+        ("app.kubernetes.io/name=collectd", len(lab.worker_nodes)),
+        ("app.kubernetes.io/name=prometheus", 1),
+    ):
+        for pod in _wait_pods(lab, NS, selector, count):
+            status = pod.status.container_statuses[0]
+            assert status.container_id.startswith("lab://"), status  # a process the lab's kubelet runs
+        wait_until(
+            lambda sel=selector, n=count: (
+                sum(
+                    bool(p.status.container_statuses and p.status.container_statuses[0].ready)
+                    for p in _core(lab).list_namespaced_pod(NS, label_selector=sel).items
+                )
+                >= n
+            ),
+            120,
+            f"{selector} Ready (its process answers its probe)",
+        )
+    nodes = {n.metadata.name: n for n in _core(lab).list_node().items}
+    servers = {w: nodes[w].metadata.labels.get("lab.poweraware.io/specpower-server") for w in lab.worker_nodes}
+    assert all(servers.values()), servers
+    metric, simulated = _wait_metric_matches(lab, lab.worker_nodes, 300)
+    assert sorted(metric) == sorted(lab.worker_nodes), metric  # one value per worker, nothing else
+    rows = [
+        f"{w}: {servers[w]} {simulated[w]['watts']:.1f} W at {simulated[w]['util_percent']:.1f} % CPU = "
+        f"{_percent_of_tdp(simulated[w]):.2f} % of TDP; custom metric {metric[w]:.2f}"
+        for w in lab.worker_nodes
+    ]
+
+    # Load one worker: a pod (kwok runs it; its requests are what the meter counts) asking for half
+    # of the worker's CPUs.
+    loaded = lab.worker_nodes[-1]
+    before = metric[loaded]
+    half = int(nodes[loaded].status.allocatable["cpu"]) // 2
+    pod = client.V1Pod(
+        metadata=client.V1ObjectMeta(name="power-load", namespace="default"),
+        spec=client.V1PodSpec(
+            node_name=loaded,
+            containers=[
+                client.V1Container(
+                    name="load",
+                    image="registry.k8s.io/pause:3.10",
+                    resources=client.V1ResourceRequirements(requests={"cpu": str(half)}),
+                )
+            ],
+        ),
+    )
+    core = _core(lab)
+    core.create_namespaced_pod("default", pod)
+    try:
+        wait_until(lambda: _simulated(lab)[loaded]["util_percent"] >= 50.0, 60, "the meter counting the load")
+        metric, simulated = _wait_metric_matches(lab, [loaded], 180)
+        assert metric[loaded] > before * 1.3, (before, metric[loaded])
+        rows.append(
+            f"{loaded} with a {half}-CPU pod: {simulated[loaded]['watts']:.1f} W = "
+            f"{_percent_of_tdp(simulated[loaded]):.2f} % of TDP; custom metric {metric[loaded]:.2f} (was {before:.2f})"
+        )
+    finally:
+        core.delete_namespaced_pod("power-load", "default", grace_period_seconds=0)
+    print("PROOF node power through collectd, Prometheus and the adapter:\n  " + "\n  ".join(rows))
 
 
 # --- existing mode ------------------------------------------------------------------------------

@@ -73,7 +73,9 @@ def _oserror(code, path):
 
 _CPUIDLE = re.compile(r"^devices/system/cpu/cpu\d+/cpuidle/state\d+/(\w+)$")
 _UNCORE = re.compile(r"^devices/system/cpu/intel_uncore_frequency/([^/]+)/(\w+)$")
-_POWERCAP = re.compile(r"^class/powercap/(intel-rapl(?::\d+)+)/(\w+)$")
+# zones are resolved to where the kernel keeps them (class/powercap only links there); a sub-zone is
+# nested in its package's directory
+_POWERCAP = re.compile(r"^devices/virtual/powercap/intel-rapl/(?:intel-rapl:\d+/)?(intel-rapl(?::\d+)+)/(\w+)$")
 _POWERCAP_RW = re.compile(r"^(constraint_\d+_(power_limit_uw|time_window_us)|enabled)$")
 POWER_UNIT_UW = 125000  # 1/8 W, MSR_RAPL_POWER_UNIT bits 3:0 = 3 on most parts
 TIME_UNIT_US = 976  # 1/1024 s, MSR_RAPL_POWER_UNIT bits 19:16 = 10

@@ -1,0 +1,249 @@
+"""The lab's power meter: each worker's RAPL energy counters advance as a real server's would.
+
+A bare-metal worker draws power that follows its CPU load, and its RAPL ``energy_uj`` counters
+count that energy. The lab's fake kernels (lab/fake_sysfs.py) are plain files, so this process plays
+the hardware: each worker is a SPECpower_ssj2008 server (``../shared/data/specpower/servers.csv``,
+read in place; chosen per lab shape by ``choose_servers`` and recorded in the node's label
+``lab.poweraware.io/specpower-server``), and every ``TICK`` seconds it adds to each package zone's
+``energy_uj`` the energy the server's curve gives at the node's current CPU utilisation, split
+evenly over the node's packages, wrapping at ``max_energy_range_uj`` as the kernel's counter does.
+The platform zone (psys) counts the whole server's energy.
+
+Utilisation is what the node's pods ask for: the CPU requests of its pods in phase ``Running``
+(every container, each init container's while it runs not counted) over the node's allocatable CPU,
+capped at 100 %; the API is read every ``POLL`` seconds. Each write replaces the counter file
+atomically (its mode kept: root-only counters stay 0400), so a reader never sees half a number; a
+counter the roles' reboot rebuilt is continued from its new value.
+
+What it simulated last is in ``<state>/node-power.json`` (per node: server, utilisation, watts,
+packages, TDP), which tests compare the telemetry against.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import json
+import math
+import os
+import pathlib
+import time
+import urllib.error
+
+from benchmarks import _specpower  # one reader of the data set: the benchmarks'
+from lab.api import Api
+from lab.process import LabProcess, python_module
+
+TICK = 0.1  # a collectd interval of 10 s sees at most 1 % of error from the step
+POLL = 1.0
+SERVER_LABEL = "lab.poweraware.io/specpower-server"
+STATUS_FILE = "node-power.json"
+POWERCAP = "devices/virtual/powercap/intel-rapl"
+
+
+def log(message: str) -> None:
+    print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} node-power: {message}", flush=True)
+
+
+def data_dir() -> pathlib.Path:
+    return pathlib.Path(os.environ.get("SHARED_DATA", _specpower.DEFAULT_DATA))
+
+
+def servers_csv() -> pathlib.Path:
+    return data_dir() / "specpower" / "servers.csv"
+
+
+class NoData(RuntimeError):
+    """The SPECpower data set is not where the lab looks; the message says where to put it."""
+
+
+@functools.lru_cache(maxsize=8)
+def lab_servers(workers: int, packages: int) -> tuple[_specpower.Server, ...]:
+    """The servers of a lab with ``workers`` workers of ``packages`` RAPL packages each."""
+    path = servers_csv()
+    if not path.is_file():
+        raise NoData(
+            f"the lab's workers are SPECpower servers, and {path} is missing: set SHARED_DATA to the "
+            "folder that holds specpower/servers.csv (the workspace's shared/data)"
+        )
+    return tuple(choose_servers(_specpower.load_servers(path), workers, packages))
+
+
+def choose_servers(servers: list[_specpower.Server], workers: int, packages: int) -> list[_specpower.Server]:
+    """One server per worker, spread over the data set: among the servers with as many chips as
+    the lab's nodes have RAPL packages (all servers when none has), ordered by idle power, the
+    ones at evenly spaced quantiles, so the workers differ as a mixed fleet does and the choice is
+    the same on every machine."""
+    if workers <= 0:
+        return []
+    pool = [s for s in servers if s.chips == packages] or list(servers)
+    if not pool:
+        raise ValueError("the SPECpower data set has no server")
+    pool.sort(key=lambda s: (s.idle_w, s.peak_w, s.id))
+    picked = [pool[min(len(pool) - 1, int((i + 0.5) * len(pool) / workers))] for i in range(workers)]
+    return picked
+
+
+def package_tdp_w(server: _specpower.Server, packages: int) -> float:
+    """The TDP each package reports (constraint_0_max_power_uw): the server's peak shared by its
+    packages, rounded up to 5 W as data sheets give it, so the package power never exceeds it."""
+    return 5.0 * math.ceil(server.peak_w / packages / 5.0)
+
+
+def cpu_quantity(value) -> float:
+    """A Kubernetes CPU quantity in cores: "250m", "2", "0.5", 1."""
+    text = str(value).strip()
+    if text.endswith("m"):
+        return float(text[:-1]) / 1000.0
+    return float(text)
+
+
+def pod_cpu_requests(pod: dict) -> float:
+    total = 0.0
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        requests = (container.get("resources") or {}).get("requests") or {}
+        if "cpu" in requests:
+            total += cpu_quantity(requests["cpu"])
+    return total
+
+
+def utilisation(pods: list[dict], allocatable: dict[str, float]) -> dict[str, float]:
+    """Per node, percent of its allocatable CPU its Running pods request (0..100)."""
+    requested = dict.fromkeys(allocatable, 0.0)
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node in requested and (pod.get("status") or {}).get("phase") == "Running":
+            requested[node] += pod_cpu_requests(pod)
+    return {
+        node: min(100.0, 100.0 * requested[node] / allocatable[node]) if allocatable[node] > 0 else 0.0
+        for node in requested
+    }
+
+
+@dataclasses.dataclass
+class Meter:
+    """One worker: its server, its fake kernel's zones, the power it draws now."""
+
+    node: str
+    server: _specpower.Server
+    sysfs: pathlib.Path
+    util: float = 0.0
+
+    @property
+    def watts(self) -> float:
+        return _specpower.true_power(self.server, self.util)
+
+    def zones(self) -> tuple[list[pathlib.Path], list[pathlib.Path]]:
+        """(package zones, platform zones) by name, as the collectd plugin finds them."""
+        packages, platform = [], []
+        control = self.sysfs / POWERCAP
+        for zone in sorted(control.glob("intel-rapl:*")):
+            try:
+                name = (zone / "name").read_text().strip()
+            except OSError:
+                continue
+            if name.startswith("package-"):
+                packages.append(zone)
+            elif name == "psys":
+                platform.append(zone)
+        return packages, platform
+
+    def advance(self, seconds: float) -> None:
+        packages, platform = self.zones()
+        if not packages:
+            return
+        joules = self.watts * seconds
+        for zone in packages:
+            add_energy(zone, joules / len(packages))
+        for zone in platform:
+            add_energy(zone, joules)
+
+    def status(self) -> dict:
+        packages, _platform = self.zones()
+        return {
+            "server": self.server.id,
+            "system": self.server.name,
+            "util_percent": round(self.util, 3),
+            "watts": round(self.watts, 3),
+            "packages": len(packages),
+            "package_tdp_w": package_tdp_w(self.server, max(1, len(packages))),
+        }
+
+
+def add_energy(zone: pathlib.Path, joules: float) -> None:
+    """energy_uj += joules, modulo max_energy_range_uj, replacing the file atomically."""
+    path = zone / "energy_uj"
+    try:
+        current = int(path.read_text())
+        limit = int((zone / "max_energy_range_uj").read_text())
+        mode = path.stat().st_mode & 0o777
+    except (OSError, ValueError):
+        return  # being rebuilt (a reboot): the next tick continues from the new counter
+    value = (current + round(joules * 1e6)) % (limit + 1)
+    tmp = zone / ".energy_uj.new"
+    tmp.write_text(f"{value}\n")
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+def write_status(path: pathlib.Path, meters: list[Meter]) -> None:
+    data = {"at": time.time(), "nodes": {m.node: m.status() for m in meters}}
+    tmp = path.with_name(f".{path.name}.new")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def run(api: Api, meters: list[Meter], status_path: pathlib.Path) -> None:
+    allocatable: dict[str, float] = {}
+    last_poll = 0.0
+    last = time.monotonic()
+    log("metering " + ", ".join(f"{m.node}={m.server.id} ({m.server.name})" for m in meters))
+    while True:
+        now = time.monotonic()
+        if now - last_poll >= POLL:
+            last_poll = now
+            try:
+                if len(allocatable) < len(meters):
+                    for node in api.get("/api/v1/nodes")["items"]:
+                        name = node["metadata"]["name"]
+                        cpu = (node.get("status") or {}).get("allocatable", {}).get("cpu")
+                        if cpu is not None:
+                            allocatable[name] = cpu_quantity(cpu)
+                pods = api.get("/api/v1/pods")["items"]
+                util = utilisation(pods, {m.node: allocatable.get(m.node, 0.0) for m in meters})
+                for meter in meters:
+                    meter.util = util[meter.node]
+            except (urllib.error.URLError, OSError, ValueError, KeyError) as exc:
+                log(f"cannot read the cluster ({exc}); power stays at the last utilisation")
+            write_status(status_path, meters)
+        for meter in meters:
+            meter.advance(now - last)
+        last = now
+        time.sleep(max(0.0, TICK - (time.monotonic() - now)))
+
+
+def component(api_url: str, pki_dir: pathlib.Path, state_dir: pathlib.Path, nodes: dict[str, tuple]) -> LabProcess:
+    """``nodes``: worker name -> (its fake sysfs directory, SPECpower server id)."""
+    args = [f"--api={api_url}", f"--pki={pki_dir}", f"--status={state_dir / STATUS_FILE}"]
+    args += [f"--node={name}={sysfs}={server}" for name, (sysfs, server) in sorted(nodes.items())]
+    return python_module("node-power", __name__, args)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--api", required=True)
+    parser.add_argument("--pki", type=pathlib.Path, required=True)
+    parser.add_argument("--status", type=pathlib.Path, required=True)
+    parser.add_argument("--node", action="append", default=[], help="NAME=SYSFS=SERVER_ID")
+    args = parser.parse_args()
+    servers = {s.id: s for s in _specpower.load_servers(servers_csv())}
+    meters = []
+    for spec in args.node:
+        name, sysfs, server = spec.split("=", 2)
+        meters.append(Meter(name, servers[server], pathlib.Path(sysfs)))
+    run(Api(args.api, args.pki, "admin"), meters, args.status)
+
+
+if __name__ == "__main__":
+    main()

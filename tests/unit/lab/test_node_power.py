@@ -1,0 +1,79 @@
+"""The lab's power meter (lab/components/node_power.py): servers per worker, utilisation from the
+pods' requests, energy counters that advance, wrap and keep their mode, on the lab's real layout."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from benchmarks import _specpower
+from lab import fake_sysfs
+from lab.components import node_power
+
+
+def server(server_id: str, chips: int, watts: tuple[float, ...]) -> _specpower.Server:
+    return _specpower.Server(server_id, "V", "S", "P", chips, 8, 2, 32, "2024", watts)
+
+
+FLAT = tuple(float(100 + 10 * i) for i in range(11))  # 100 W idle .. 200 W at 100 %
+
+
+def test_servers_are_spread_over_idle_power_and_match_the_packages():
+    pool = [server(f"s{i}", 1, tuple(float(10 * i + k) for k in range(11))) for i in range(10)]
+    pool.append(server("two-chips", 2, FLAT))
+    chosen = node_power.choose_servers(pool, 3, 1)
+    assert [s.id for s in chosen] == ["s1", "s5", "s8"]  # quantiles 1/6, 3/6, 5/6 of ten
+    assert [s.id for s in node_power.choose_servers(pool, 1, 2)] == ["two-chips"]
+    # no server with as many chips: the whole set
+    assert len(node_power.choose_servers(pool, 2, 4)) == 2
+
+
+def test_package_tdp_covers_the_peak_shared_by_packages():
+    assert node_power.package_tdp_w(server("a", 2, FLAT), 2) == 100.0
+    assert node_power.package_tdp_w(server("b", 1, FLAT[:10] + (201.0,)), 1) == 205.0
+
+
+def test_utilisation_counts_running_pods_requests_per_node():
+    def pod(node, cpu, phase="Running"):
+        return {
+            "spec": {"nodeName": node, "containers": [{"resources": {"requests": {"cpu": cpu}}}, {}]},
+            "status": {"phase": phase},
+        }
+
+    pods = [pod("w1", "500m"), pod("w1", "1.5"), pod("w2", 4), pod("w2", "8", "Pending"), pod("w3", "64")]
+    assert node_power.utilisation(pods, {"w1": 4.0, "w2": 16.0, "w3": 32.0}) == {"w1": 50.0, "w2": 25.0, "w3": 100.0}
+
+
+def test_energy_follows_the_curve_split_over_packages_and_wraps(tmp_path):
+    sysfs = fake_sysfs.build_tree(tmp_path / "sys", "intel_idle_uncore", energy_readable=False)  # 2 packages
+    control = sysfs / node_power.POWERCAP
+    meter = node_power.Meter("w1", server("s", 2, FLAT), sysfs, util=50.0)
+    before = {z: int((control / z / "energy_uj").read_text()) for z in ("intel-rapl:0", "intel-rapl:1", "intel-rapl:2")}
+    dram = (control / "intel-rapl:0" / "intel-rapl:0:0" / "energy_uj").read_text()
+    meter.advance(2.0)  # 150 W for 2 s: 300 J, 150 J per package, psys all of it
+    after = {z: int((control / z / "energy_uj").read_text()) for z in before}
+    assert after["intel-rapl:0"] - before["intel-rapl:0"] == 150_000_000
+    assert after["intel-rapl:1"] - before["intel-rapl:1"] == 150_000_000
+    assert after["intel-rapl:2"] - before["intel-rapl:2"] == 300_000_000  # psys
+    assert (control / "intel-rapl:0" / "intel-rapl:0:0" / "energy_uj").read_text() == dram
+    # root-only counters stay root-only, and the class links see the same file
+    assert stat.S_IMODE(os.stat(control / "intel-rapl:0" / "energy_uj").st_mode) == 0o400
+    assert int((sysfs / "class/powercap/intel-rapl:0/energy_uj").read_text()) == after["intel-rapl:0"]
+    # near the top of the range the counter wraps as the kernel's does
+    limit = int((control / "intel-rapl:1" / "max_energy_range_uj").read_text())
+    (control / "intel-rapl:1" / "energy_uj").write_text(f"{limit - 1_000_000}\n")
+    meter.advance(0.1)  # 7.5 J on each package
+    assert int((control / "intel-rapl:1" / "energy_uj").read_text()) == 7_500_000 - 1_000_000 - 1
+    assert not list(control.glob("**/.energy_uj.new"))
+
+
+def test_a_missing_data_set_says_where_to_put_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("SHARED_DATA", str(tmp_path))
+    node_power.lab_servers.cache_clear()
+    try:
+        with pytest.raises(node_power.NoData, match="SHARED_DATA"):
+            node_power.lab_servers(3, 1)
+    finally:
+        node_power.lab_servers.cache_clear()
