@@ -75,6 +75,7 @@ MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 CREATE_FAILED = "lab kubelet: cannot create the container: "  # a preexec's last word, in the log
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
 CLONE_NEWNET = 0x40000000
 POD_GATEWAY = "169.254.1.1"  # Calico's: every pod's next hop, on the node's end of its veth
 MS_RDONLY = 1
@@ -561,7 +562,7 @@ def enter_container(
     host-network pod), a private mount namespace whose root is a tmpfs holding the node's top-level
     directories (recursive binds) and the volumes."""
     if netns is not None:
-        join_network(netns)
+        join_pod(netns)
     _own_namespace(CLONE_NEWNS, "CLONE_NEWNS")
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
     _mount("tmpfs", rootfs, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
@@ -616,24 +617,42 @@ def sandbox_plan(interface: str, pod_ip: str, holder_pid: int) -> list[tuple[str
     ]
 
 
-def join_network(netns: str) -> None:
-    """setns(2) into the network namespace at ``netns`` (the node's Python has no os.setns)."""
-    fd = os.open(netns, os.O_RDONLY)
-    try:
-        if _libc.setns(fd, CLONE_NEWNET) != 0:
-            errno = ctypes.get_errno()
-            raise OSError(errno, f"setns {netns}: {os.strerror(errno)}")
-    finally:
-        os.close(fd)
+def join_pod(netns: str) -> None:
+    """setns(2) into the pod's network namespace at ``netns`` and the UTS namespace beside it (its
+    host name), as a container joins its sandbox's (the node's Python has no os.setns)."""
+    for path, flag in ((netns, CLONE_NEWNET), (os.path.join(os.path.dirname(netns), "uts"), CLONE_NEWUTS)):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            if _libc.setns(fd, flag) != 0:
+                errno = ctypes.get_errno()
+                raise OSError(errno, f"setns {path}: {os.strerror(errno)}")
+        finally:
+            os.close(fd)
+
+
+def pod_hostname(pod: dict) -> str:
+    """kubelet's GeneratePodHostNameAndDomain: ``spec.hostname``, else the pod's name cut to 63
+    characters without a trailing ``-`` or ``.``."""
+    name = (pod.get("spec") or {}).get("hostname") or pod["metadata"]["name"]
+    return name[:63].rstrip("-.")
+
+
+def _sandbox_preexec(hostname: str):
+    def run() -> None:
+        _own_namespace(CLONE_NEWNET | CLONE_NEWUTS, "CLONE_NEWNET|CLONE_NEWUTS", signal.SIGKILL)
+        socket.sethostname(hostname)
+
+    return run
 
 
 class PodSandbox:
-    """The pod's network namespace, held by a sleeping process as the pause container holds it;
-    it goes (and the veth with it) when the holder does."""
+    """The pod's network and UTS namespaces (its address, its host name), held by a sleeping
+    process as the pause container holds them; they go (and the veth with them) when the holder does."""
 
-    def __init__(self, uid: str, pod_ip: str):
+    def __init__(self, uid: str, pod_ip: str, hostname: str):
         self.interface = host_interface(uid)
         self.pod_ip = pod_ip
+        self.hostname = hostname
         self.holder: subprocess.Popen | None = None
 
     @property
@@ -654,7 +673,7 @@ class PodSandbox:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            preexec_fn=lambda: _own_namespace(CLONE_NEWNET, "CLONE_NEWNET", signal.SIGKILL),  # noqa: PLW1509
+            preexec_fn=_sandbox_preexec(self.hostname),  # noqa: PLW1509
         )
         netns = self.netns
         try:
@@ -664,7 +683,7 @@ class PodSandbox:
                     env=env,
                     capture_output=True,
                     check=False,
-                    preexec_fn=(lambda: join_network(netns)) if where == "pod" else None,  # noqa: PLW1509
+                    preexec_fn=(lambda: join_pod(netns)) if where == "pod" else None,  # noqa: PLW1509
                 )
                 if done.returncode != 0:
                     raise PodError(f"pod network: {' '.join(argv)}: {done.stderr.decode(errors='replace').strip()}")
@@ -1034,7 +1053,7 @@ class ApiPods:
                 log(f"{pod.key}: its network namespace is gone: making it anew")
                 for container in pod.containers:
                     self._stop(pod, container, 0)
-            sandbox = PodSandbox(pod.uid, pod.pod_ip)
+            sandbox = PodSandbox(pod.uid, pod.pod_ip, pod_hostname(pod.pod))
             try:
                 sandbox.create()
             except PodError as exc:

@@ -16,7 +16,7 @@ atomically (its mode kept: root-only counters stay 0400), so a reader never sees
 counter the roles' reboot rebuilt is continued from its new value.
 
 What it simulated last is in ``<state>/node-power.json`` (per node: server, utilisation, watts,
-packages, TDP), which tests compare the telemetry against.
+packages, TDP, and the power in percent of TDP), which tests compare the telemetry against.
 """
 
 from __future__ import annotations
@@ -161,13 +161,16 @@ class Meter:
 
     def status(self) -> dict:
         packages, _platform = self.zones()
+        tdp = package_tdp_w(self.server, max(1, len(packages)))
         return {
+            # what the power rules' node_package_power_avg computes: each package's power over its TDP
+            "tdp_percent": round(100.0 * self.watts / max(1, len(packages)) / tdp, 3),
             "server": self.server.id,
             "system": self.server.name,
             "util_percent": round(self.util, 3),
             "watts": round(self.watts, 3),
             "packages": len(packages),
-            "package_tdp_w": package_tdp_w(self.server, max(1, len(packages))),
+            "package_tdp_w": tdp,
         }
 
 

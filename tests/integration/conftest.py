@@ -22,7 +22,12 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from lab import assets, cli, cluster, nodes  # noqa: E402 - needs the repository root on sys.path
-from lab.components import network  # noqa: E402
+from lab.components import network, node_power  # noqa: E402
+
+
+def _quantity(text: str) -> float:
+    """A decimal Kubernetes quantity as the custom metrics API writes values: "21813m", "57"."""
+    return float(text[:-1]) / 1000.0 if text.endswith("m") else float(text)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +65,8 @@ class LabHandle:
         in_lab_network(argv): ``argv`` prefixed to run in the lab's network (a server of the site's
             network, such as a Prometheus the roles query from the nodes).
         lab_http_get(url): (status, body) of a plain-HTTP GET made from inside the lab's network.
+        simulated_power(): the lab's power meter now, per worker (server, utilisation, watts, TDP).
+        node_custom_metric(metric): node -> value of the custom metrics API's ``nodes/*/<metric>``.
         scheduler_log(): kube-scheduler's current log file (kubelet's /var/log/pods file on the node's disk).
     """
 
@@ -94,6 +101,28 @@ class LabHandle:
         """What the lab's kubelet kept of a pod's output (``make lab-logs POD=...``)."""
         lab = cluster.Lab.from_state(self.state_dir, log=lambda _m: None)
         return "".join(path.read_text(errors="replace") for path in cli.pod_logs(lab, f"{namespace}/{pod}", None))
+
+    def simulated_power(self) -> dict[str, dict]:
+        """What the lab's power meter draws on each worker now (lab/components/node_power.py):
+        node -> server, util_percent, watts, packages, package_tdp_w."""
+        return json.loads((self.state_dir / node_power.STATUS_FILE).read_text())["nodes"]
+
+    def node_custom_metric(self, metric: str) -> dict[str, float]:
+        """node -> value of ``kubectl get --raw /apis/custom.metrics.k8s.io/v1beta1/nodes/*/<metric>``;
+        {} while the adapter does not serve it (it relists Prometheus' series every minute)."""
+        from kubernetes.client.rest import ApiException
+
+        api_client = self.api_client()
+        try:
+            response = api_client.call_api(
+                "GET",
+                f"{api_client.configuration.host}/apis/custom.metrics.k8s.io/v1beta1/nodes/*/{metric}",
+                header_params={"Accept": "application/json"},
+            )
+        except ApiException:
+            return {}
+        items = json.loads(response.read() or response.data)["items"]
+        return {item["describedObject"]["name"]: _quantity(item["value"]) for item in items}
 
     def _border_pid(self) -> int:
         return cluster.Lab.from_state(self.state_dir, log=lambda _m: None).processes["network"]["pid"]

@@ -151,6 +151,11 @@ def test_a_mapped_image_runs_for_real_with_what_kubelet_gives_a_container(lab, a
     cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
     assert not any(word.startswith("--host") for word in cmdline), cmdline
     assert os.readlink(f"/proc/{pid}/ns/net") != os.readlink(f"/proc/{lab.node_pid(node)}/ns/net")
+    # and its own host name, the pod's name, as kubelet gives a pod that is not on the host network
+    hostname = subprocess.run(
+        ["nsenter", f"--uts=/proc/{pid}/ns/uts", "hostname"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert hostname == pod.metadata.name, hostname
 
     # Its file system view: the token bound to this pod, the namespace, the CA, the ConfigMap.
     root = pathlib.Path(f"/proc/{pid}/root")

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import pathlib
+import re
 import shutil
 import signal
 import subprocess
@@ -23,6 +25,9 @@ import pytest
 import yaml
 from ansible_run import REPO_ROOT, run_playbook
 from poweraware_testing import wait_until
+
+from benchmarks import _specpower
+from lab.components import node_power
 
 # Each test may wait for whole playbook runs (the site fixture runs three).
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.timeout(3600)]
@@ -37,8 +42,9 @@ IMPORTED = [
 TIMINGS = REPO_ROOT / "tests" / "output" / "site_timings.json"
 
 
-# The lab runs no Prometheus (kwok nodes run no containers), so the power models are fitted from a
-# samples file: a synthetic linear curve per worker (not measured data), enough to pass the quality gate.
+# The lab's Prometheus runs, but nothing the roles deploy exports CPU time (power_models_util_query
+# reads node_cpu_seconds_total), so the power models are fitted from a samples file: a synthetic
+# linear curve per worker (not measured data), enough to pass the quality gate.
 SITE_VARS: dict = {}
 
 
@@ -239,6 +245,102 @@ def test_tas_runs_for_real_and_kube_scheduler_calls_it(site, api, lab):
         print(f"PROOF TAS log: {filtered[-1]}")
     finally:
         core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+
+
+POWER_METRIC = "package_power_avg"  # node_package_power_avg, as the adapter names it (tas_policy_metric)
+DONTSCHEDULE_PERCENT = 60  # tas_policy_max_tdp_percent
+
+
+def _ranked(line: str) -> list[tuple[str, float]]:
+    """TAS's prioritize log: ``package_power_avg for nodes:  [ lab-worker-1 :21.813] [ ...]``."""
+    return [(node, float(value)) for node, value in re.findall(r"\[ (\S+) :([0-9.]+)\]", line)]
+
+
+def test_pods_land_on_the_lowest_power_node_and_never_over_the_limit(site, api, lab):
+    """Node power from the lab's meter reaches TAS (collectd, Prometheus, the adapter, all real):
+    kube-scheduler places a pod of the power policy on the node TAS ranks first, the lowest
+    package_power_avg; a node loaded above the policy's dontschedule threshold is filtered out and
+    new pods go elsewhere."""
+    core = api["core"]
+    tas = _tas_pod(core)
+
+    def tas_lines(marker: str) -> list[str]:
+        log = lab.pod_log("telemetry-aware-scheduling", tas.metadata.name)
+        return [line for line in log.splitlines() if marker in line]
+
+    wait_until(
+        lambda: sorted(lab.node_custom_metric(POWER_METRIC)) == sorted(lab.worker_nodes),
+        240,
+        f"{POWER_METRIC} for every worker from the custom metrics API",
+        interval=3,
+    )
+    ranking = f"{POWER_METRIC} for nodes:"
+    before = len(tas_lines(ranking))
+    name = _policy_pod(core, "tas-lowest")
+    try:
+        node = wait_until(lambda: core.read_namespaced_pod(name, "default").spec.node_name, 60, "the pod scheduled")
+        line = wait_until(lambda: (lines := tas_lines(ranking))[before:] and lines[-1], 30, "TAS's prioritize")
+    finally:
+        core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+    ranked = _ranked(line)
+    assert sorted(n for n, _v in ranked) == sorted(lab.worker_nodes), line
+    lowest = min(ranked, key=lambda item: item[1])[0]
+    assert ranked[0][0] == lowest and node == lowest, (node, line)
+    print(f"PROOF lowest-power placement: {name} on {node}; TAS log: {line.split('] ', 1)[-1][:200]}")
+
+    # Load that node above the dontschedule threshold with a pod whose requests the meter counts.
+    simulated = lab.simulated_power()[lowest]
+    server = {s.id: s for s in _specpower.load_servers(node_power.servers_csv())}[simulated["server"]]
+    allocatable = float(core.read_node(lowest).status.allocatable["cpu"])
+
+    def tdp_percent(util: float) -> float:
+        return 100.0 * _specpower.true_power(server, util) / simulated["packages"] / simulated["package_tdp_w"]
+
+    target_util = next(u for u in range(101) if tdp_percent(u) >= DONTSCHEDULE_PERCENT + 15)
+    cpus = math.ceil((target_util - simulated["util_percent"]) / 100.0 * allocatable)
+    core.create_namespaced_pod(
+        "default",
+        {
+            "metadata": {"name": "tas-overload"},
+            "spec": {
+                "nodeName": lowest,
+                "containers": [
+                    {
+                        "name": "load",
+                        "image": "registry.k8s.io/pause:3.10",
+                        "resources": {"requests": {"cpu": str(cpus)}},
+                    }
+                ],
+            },
+        },
+    )
+    try:
+        value = wait_until(
+            lambda: (v := lab.node_custom_metric(POWER_METRIC).get(lowest, 0.0)) > DONTSCHEDULE_PERCENT and v,
+            180,
+            f"{POWER_METRIC} of {lowest} above {DONTSCHEDULE_PERCENT} with {cpus} more CPUs requested",
+            interval=3,
+        )
+        filtering = "Filtered nodes for power-sensitive-scheduling-policy"
+
+        def placed_elsewhere():
+            # TAS refreshes its metrics every 5 s (its -syncPeriod): a pod may still see the old value
+            count = len(tas_lines(filtering))
+            pod = _policy_pod(core, "tas-limit")
+            try:
+                placed = wait_until(lambda: core.read_namespaced_pod(pod, "default").spec.node_name, 60, "scheduled")
+                lines = wait_until(lambda: tas_lines(filtering)[count:], 10, "TAS's filter")
+                return lowest not in lines[-1] and placed != lowest and (placed, lines[-1])
+            finally:
+                core.delete_namespaced_pod(pod, "default", grace_period_seconds=0)
+
+        placed, filtered = wait_until(placed_elsewhere, 60, f"a pod kept off {lowest}", interval=2)
+    finally:
+        core.delete_namespaced_pod("tas-overload", "default", grace_period_seconds=0)
+    print(
+        f"PROOF dontschedule: {lowest} at {value:.1f} % of TDP (> {DONTSCHEDULE_PERCENT}) with {cpus} CPUs more; "
+        f"the next pod went to {placed}; TAS log: {filtered.split('] ', 1)[-1][:200]}"
+    )
 
 
 def test_killed_tas_is_restarted_and_pods_schedule_meanwhile(site, api, lab):

@@ -178,43 +178,13 @@ def test_adapter_runs_for_real_behind_the_aggregator(lab, converged):
     )
 
 
-def _simulated(lab) -> dict:
-    """What the lab's power meter draws on each worker now (lab/components/node_power.py)."""
-    return json.loads((lab.state_dir / "node-power.json").read_text())["nodes"]
-
-
-def _package_power_avg(lab) -> dict[str, float]:
-    """node -> percent of TDP, as ``kubectl get --raw .../nodes/*/package_power_avg`` returns it."""
-    from kubernetes.client.rest import ApiException
-
-    api_client = lab.api_client()
-    try:
-        response = api_client.call_api(
-            "GET",
-            api_client.configuration.host + "/apis/custom.metrics.k8s.io/v1beta1/nodes/*/package_power_avg",
-            header_params={"Accept": "application/json"},
-        )
-    except ApiException:
-        return {}  # not listed yet: the adapter relists Prometheus' series every minute
-    items = json.loads(response.read() or response.data)["items"]
-    return {item["describedObject"]["name"]: _quantity(item["value"]) for item in items}
-
-
-def _quantity(text: str) -> float:
-    return float(text[:-1]) / 1000.0 if text.endswith("m") else float(text)
-
-
-def _percent_of_tdp(node: dict) -> float:
-    return 100.0 * node["watts"] / node["packages"] / node["package_tdp_w"]
-
-
 def _wait_metric_matches(lab, nodes: list[str], timeout: float) -> tuple[dict, dict]:
     """Until the custom metric of every node in ``nodes`` is within 5 % of the simulated power."""
     deadline = time.monotonic() + timeout
     metric, simulated = {}, {}
     while time.monotonic() < deadline:
-        metric, simulated = _package_power_avg(lab), _simulated(lab)
-        if all(node in metric and abs(metric[node] / _percent_of_tdp(simulated[node]) - 1.0) <= 0.05 for node in nodes):
+        metric, simulated = lab.node_custom_metric("package_power_avg"), lab.simulated_power()
+        if all(node in metric and abs(metric[node] / simulated[node]["tdp_percent"] - 1.0) <= 0.05 for node in nodes):
             return metric, simulated
         time.sleep(3)
     raise AssertionError(f"custom metric {metric} vs simulated {simulated}")
@@ -253,7 +223,7 @@ def test_node_power_flows_from_rapl_to_the_custom_metrics_api(lab, converged):
     assert sorted(metric) == sorted(lab.worker_nodes), metric  # one value per worker, nothing else
     rows = [
         f"{w}: {servers[w]} {simulated[w]['watts']:.1f} W at {simulated[w]['util_percent']:.1f} % CPU = "
-        f"{_percent_of_tdp(simulated[w]):.2f} % of TDP; custom metric {metric[w]:.2f}"
+        f"{simulated[w]['tdp_percent']:.2f} % of TDP; custom metric {metric[w]:.2f}"
         for w in lab.worker_nodes
     ]
 
@@ -278,12 +248,12 @@ def test_node_power_flows_from_rapl_to_the_custom_metrics_api(lab, converged):
     core = _core(lab)
     core.create_namespaced_pod("default", pod)
     try:
-        wait_until(lambda: _simulated(lab)[loaded]["util_percent"] >= 50.0, 60, "the meter counting the load")
+        wait_until(lambda: lab.simulated_power()[loaded]["util_percent"] >= 50.0, 60, "the meter counting the load")
         metric, simulated = _wait_metric_matches(lab, [loaded], 180)
         assert metric[loaded] > before * 1.3, (before, metric[loaded])
         rows.append(
             f"{loaded} with a {half}-CPU pod: {simulated[loaded]['watts']:.1f} W = "
-            f"{_percent_of_tdp(simulated[loaded]):.2f} % of TDP; custom metric {metric[loaded]:.2f} (was {before:.2f})"
+            f"{simulated[loaded]['tdp_percent']:.2f} % of TDP; custom metric {metric[loaded]:.2f} (was {before:.2f})"
         )
     finally:
         core.delete_namespaced_pod("power-load", "default", grace_period_seconds=0)

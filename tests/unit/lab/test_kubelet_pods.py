@@ -234,3 +234,10 @@ def test_the_kubernetes_service_names_the_pods_api_server_and_waits_until_it_exi
     assert kubelet_pods.NodeApi(Api(service)).kubernetes_service() == ("10.96.0.1", "443")
     with pytest.raises(kubelet_pods.PodError, match="no cluster IP"):
         kubelet_pods.NodeApi(Api(None)).kubernetes_service()
+
+
+def test_pod_hostname_is_kubelets():
+    assert kubelet_pods.pod_hostname({"metadata": {"name": "web-0"}, "spec": {}}) == "web-0"
+    assert kubelet_pods.pod_hostname({"metadata": {"name": "web-0"}, "spec": {"hostname": "db"}}) == "db"
+    long_name = "a" * 62 + "-b" + "c" * 10  # cut at 63 ends with "-": trimmed, as kubelet does
+    assert kubelet_pods.pod_hostname({"metadata": {"name": long_name}, "spec": {}}) == "a" * 62

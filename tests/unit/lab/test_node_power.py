@@ -67,6 +67,13 @@ def test_energy_follows_the_curve_split_over_packages_and_wraps(tmp_path):
     meter.advance(0.1)  # 7.5 J on each package
     assert int((control / "intel-rapl:1" / "energy_uj").read_text()) == 7_500_000 - 1_000_000 - 1
     assert not list(control.glob("**/.energy_uj.new"))
+    status = meter.status()  # what tests compare package_power_avg against: 75 W of a 100 W TDP each
+    assert (status["packages"], status["package_tdp_w"], status["watts"], status["tdp_percent"]) == (
+        2,
+        100.0,
+        150.0,
+        75.0,
+    )
 
 
 def test_a_missing_data_set_says_where_to_put_it(tmp_path, monkeypatch):
