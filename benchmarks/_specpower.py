@@ -189,11 +189,16 @@ def noisy_samples(
     return samples
 
 
+def data_dir() -> pathlib.Path:
+    """The shared data directory: env ``SHARED_DATA``, else ``../shared/data`` beside the checkout."""
+    return pathlib.Path(os.environ.get("SHARED_DATA", DEFAULT_DATA))
+
+
 def data_dir_argument(parser: argparse.ArgumentParser) -> None:
     """Add the ``--data`` option every benchmark takes (default: env SHARED_DATA or ../shared/data)."""
     parser.add_argument(
         "--data",
         type=pathlib.Path,
-        default=pathlib.Path(os.environ.get("SHARED_DATA", DEFAULT_DATA)),
+        default=data_dir(),
         help="shared data directory (default: $SHARED_DATA or ../shared/data)",
     )

@@ -106,11 +106,10 @@ class LabConfig:
     @property
     def nodes(self) -> list[nodes.Node]:
         found = [nodes.Node(self.control_plane, nodes.node_address(0, True), True)]
-        packages = int(fake_sysfs.SCENARIOS[self.sysfs_scenario].get("packages") or 1)
         try:
-            servers = node_power.lab_servers(self.workers, packages)
+            servers = self.power_servers()
         except node_power.NoData:
-            servers = ()  # `lab up` says what is missing (power_servers); the rest works without
+            servers = ()  # `lab up` says what is missing (it reads power_servers); the rest works without
         for i, name in enumerate(self.worker_names, 1):
             server = servers[i - 1] if servers else None
             found.append(
@@ -119,10 +118,19 @@ class LabConfig:
                     nodes.node_address(i, False),
                     False,
                     power_server=server.id if server else "",
-                    tdp_w=node_power.package_tdp_w(server, packages) if server else None,
+                    tdp_w=node_power.package_tdp_w(server, self.packages) if server else None,
                 )
             )
         return found
+
+    @property
+    def packages(self) -> int:
+        """RAPL packages of every node's fake kernel."""
+        return int(fake_sysfs.SCENARIOS[self.sysfs_scenario].get("packages") or 1)
+
+    def power_servers(self) -> tuple:
+        """The SPECpower server of each worker (lab/components/node_power.py); NoData without the data set."""
+        return node_power.lab_servers(self.workers, self.packages)
 
     def port(self, name: str) -> int:
         # Fixed, as on a kubeadm node: the nodes' kubeconfigs and kube-scheduler's probes use them.
@@ -355,7 +363,7 @@ class Lab:
     def _up_unlocked(self, build: bool) -> None:
         binaries = assets.resolve_binaries(build=build, log=self.log)
         try:
-            node_power.lab_servers(self.config.workers, 1)
+            self.config.power_servers()  # the workers' power needs the data set: say so before starting
         except node_power.NoData as exc:
             raise LabError(str(exc)) from exc
         self._check_ports()

@@ -540,13 +540,15 @@ def enter_host_network_pod(resolv: str) -> None:
     _mount(resolv, "/etc/resolv.conf", None, MS_BIND)
 
 
-def container_preexec(netns: str | None, rootfs: str, mounts: list[Mount], working_dir: str | None, user: tuple | None):
+def container_preexec(
+    pod_ns: str | None, rootfs: str, mounts: list[Mount], working_dir: str | None, user: tuple | None
+):
     """``enter_container`` as a preexec function that says on stderr (the container's log) why it
     failed: subprocess only reports "Exception occurred in preexec_fn"."""
 
     def run() -> None:
         try:
-            enter_container(netns, rootfs, mounts, working_dir, user)
+            enter_container(pod_ns, rootfs, mounts, working_dir, user)
         except BaseException as exc:
             with contextlib.suppress(OSError):
                 os.write(2, f"{CREATE_FAILED}{exc!r}\n".encode())
@@ -556,13 +558,13 @@ def container_preexec(netns: str | None, rootfs: str, mounts: list[Mount], worki
 
 
 def enter_container(
-    netns: str | None, rootfs: str, mounts: list[Mount], working_dir: str | None, user: tuple | None
+    pod_ns: str | None, rootfs: str, mounts: list[Mount], working_dir: str | None, user: tuple | None
 ) -> None:
-    """Runs in the container's first process before exec: the pod's network namespace (none for a
-    host-network pod), a private mount namespace whose root is a tmpfs holding the node's top-level
+    """Runs in the container's first process before exec: the pod's network and UTS namespaces
+    (none for a host-network pod), a private mount namespace whose root is a tmpfs holding the node's top-level
     directories (recursive binds) and the volumes."""
-    if netns is not None:
-        join_pod(netns)
+    if pod_ns is not None:
+        join_pod(pod_ns)
     _own_namespace(CLONE_NEWNS, "CLONE_NEWNS")
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
     _mount("tmpfs", rootfs, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
@@ -617,10 +619,12 @@ def sandbox_plan(interface: str, pod_ip: str, holder_pid: int) -> list[tuple[str
     ]
 
 
-def join_pod(netns: str) -> None:
-    """setns(2) into the pod's network namespace at ``netns`` and the UTS namespace beside it (its
-    host name), as a container joins its sandbox's (the node's Python has no os.setns)."""
-    for path, flag in ((netns, CLONE_NEWNET), (os.path.join(os.path.dirname(netns), "uts"), CLONE_NEWUTS)):
+def join_pod(pod_ns: str) -> None:
+    """setns(2) into the pod's network and UTS namespaces (its address, its host name), those of the
+    holder whose ``/proc/<pid>/ns`` is ``pod_ns``, as a container joins its sandbox's (the node's
+    Python has no os.setns)."""
+    for name, flag in (("net", CLONE_NEWNET), ("uts", CLONE_NEWUTS)):
+        path = os.path.join(pod_ns, name)
         fd = os.open(path, os.O_RDONLY)
         try:
             if _libc.setns(fd, flag) != 0:
@@ -656,9 +660,10 @@ class PodSandbox:
         self.holder: subprocess.Popen | None = None
 
     @property
-    def netns(self) -> str:
+    def namespaces(self) -> str:
+        """The holder's ``/proc/<pid>/ns``: the pod's namespaces, which its containers join."""
         assert self.holder is not None
-        return f"/proc/{self.holder.pid}/ns/net"
+        return f"/proc/{self.holder.pid}/ns"
 
     def alive(self) -> bool:
         return self.holder is not None and self.holder.poll() is None
@@ -675,7 +680,7 @@ class PodSandbox:
             stderr=subprocess.DEVNULL,
             preexec_fn=_sandbox_preexec(self.hostname),  # noqa: PLW1509
         )
-        netns = self.netns
+        pod_ns = self.namespaces
         try:
             for where, argv in sandbox_plan(self.interface, self.pod_ip, self.holder.pid):
                 done = subprocess.run(
@@ -683,7 +688,7 @@ class PodSandbox:
                     env=env,
                     capture_output=True,
                     check=False,
-                    preexec_fn=(lambda: join_pod(netns)) if where == "pod" else None,  # noqa: PLW1509
+                    preexec_fn=(lambda: join_pod(pod_ns)) if where == "pod" else None,  # noqa: PLW1509
                 )
                 if done.returncode != 0:
                     raise PodError(f"pod network: {' '.join(argv)}: {done.stderr.decode(errors='replace').strip()}")
@@ -1156,7 +1161,7 @@ class ApiPods:
             rootfs = pod.pod_dir / "containers" / container.name / "rootfs"
             rootfs.mkdir(parents=True, exist_ok=True)
             working_dir = container.spec.get("workingDir")
-            netns = pod.sandbox.netns if pod.sandbox is not None else None
+            pod_ns = pod.sandbox.namespaces if pod.sandbox is not None else None
         except (PodError, RuntimeError, OSError, KeyError) as exc:
             container.waiting_reason, container.waiting_message = "CreateContainerConfigError", str(exc)
             container.next_start = now + container.backoff
@@ -1173,7 +1178,7 @@ class ApiPods:
                     stdout=out,
                     stderr=subprocess.STDOUT,
                     env=env,
-                    preexec_fn=container_preexec(netns, str(rootfs), mounts, working_dir, user),  # noqa: PLW1509
+                    preexec_fn=container_preexec(pod_ns, str(rootfs), mounts, working_dir, user),  # noqa: PLW1509
                 )
             except (OSError, subprocess.SubprocessError) as exc:
                 container.process = None
@@ -1186,7 +1191,7 @@ class ApiPods:
                 container.backoff = min(container.backoff * 2, BACKOFF_MAX)
                 return
         container.exec_env = env  # exec probes run with the container's environment
-        container.exec_mounts = (netns, str(rootfs), mounts, working_dir, user)
+        container.exec_mounts = (pod_ns, str(rootfs), mounts, working_dir, user)
         container.started_at, container.started_wall = now, time.time()
         container.started = container.startup.probe is None
         container.readiness = ProbeState(container.spec.get("readinessProbe"))
@@ -1197,7 +1202,7 @@ class ApiPods:
 
     def _exec_probe(self, container: Container):
         def run(command: list[str], timeout: float) -> tuple[bool, str]:
-            netns, rootfs, mounts, working_dir, user = container.exec_mounts
+            pod_ns, rootfs, mounts, working_dir, user = container.exec_mounts
             try:
                 done = subprocess.run(
                     [str(w) for w in command],
@@ -1205,7 +1210,7 @@ class ApiPods:
                     capture_output=True,
                     timeout=timeout,
                     check=False,
-                    preexec_fn=container_preexec(netns, rootfs, mounts, working_dir, user),  # noqa: PLW1509
+                    preexec_fn=container_preexec(pod_ns, rootfs, mounts, working_dir, user),  # noqa: PLW1509
                 )
             except (OSError, subprocess.SubprocessError) as exc:
                 return False, f"exec probe failed: {exc}"

@@ -34,6 +34,7 @@ import urllib.error
 from benchmarks import _specpower  # one reader of the data set: the benchmarks'
 from lab.api import Api
 from lab.process import LabProcess, python_module
+from plugins.module_utils._quantity import parse_cpu_quantity  # the collection's quantity grammar
 
 TICK = 0.1  # a collectd interval of 10 s sees at most 1 % of error from the step
 POLL = 1.0
@@ -46,12 +47,8 @@ def log(message: str) -> None:
     print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} node-power: {message}", flush=True)
 
 
-def data_dir() -> pathlib.Path:
-    return pathlib.Path(os.environ.get("SHARED_DATA", _specpower.DEFAULT_DATA))
-
-
 def servers_csv() -> pathlib.Path:
-    return data_dir() / "specpower" / "servers.csv"
+    return _specpower.data_dir() / "specpower" / "servers.csv"
 
 
 class NoData(RuntimeError):
@@ -91,12 +88,9 @@ def package_tdp_w(server: _specpower.Server, packages: int) -> float:
     return 5.0 * math.ceil(server.peak_w / packages / 5.0)
 
 
-def cpu_quantity(value) -> float:
-    """A Kubernetes CPU quantity in cores: "250m", "2", "0.5", 1."""
-    text = str(value).strip()
-    if text.endswith("m"):
-        return float(text[:-1]) / 1000.0
-    return float(text)
+def cores(quantity: str) -> float:
+    """A CPU quantity as the API writes it ("250m", "2", "1.5") in cores."""
+    return parse_cpu_quantity(str(quantity)) / 1000.0
 
 
 def pod_cpu_requests(pod: dict) -> float:
@@ -104,7 +98,7 @@ def pod_cpu_requests(pod: dict) -> float:
     for container in (pod.get("spec") or {}).get("containers") or []:
         requests = (container.get("resources") or {}).get("requests") or {}
         if "cpu" in requests:
-            total += cpu_quantity(requests["cpu"])
+            total += cores(requests["cpu"])
     return total
 
 
@@ -129,6 +123,10 @@ class Meter:
     server: _specpower.Server
     sysfs: pathlib.Path
     util: float = 0.0
+    # found once: a reboot rebuilds the tree at the same paths (add_energy skips a missing counter)
+    _zones: tuple[list[pathlib.Path], list[pathlib.Path]] = dataclasses.field(
+        default_factory=lambda: ([], []), init=False, repr=False
+    )
 
     @property
     def watts(self) -> float:
@@ -136,6 +134,8 @@ class Meter:
 
     def zones(self) -> tuple[list[pathlib.Path], list[pathlib.Path]]:
         """(package zones, platform zones) by name, as the collectd plugin finds them."""
+        if self._zones[0]:
+            return self._zones
         packages, platform = [], []
         control = self.sysfs / POWERCAP
         for zone in sorted(control.glob("intel-rapl:*")):
@@ -147,7 +147,8 @@ class Meter:
                 packages.append(zone)
             elif name == "psys":
                 platform.append(zone)
-        return packages, platform
+        self._zones = (packages, platform)
+        return self._zones
 
     def advance(self, seconds: float) -> None:
         packages, platform = self.zones()
@@ -212,7 +213,7 @@ def run(api: Api, meters: list[Meter], status_path: pathlib.Path) -> None:
                         name = node["metadata"]["name"]
                         cpu = (node.get("status") or {}).get("allocatable", {}).get("cpu")
                         if cpu is not None:
-                            allocatable[name] = cpu_quantity(cpu)
+                            allocatable[name] = cores(cpu)
                 pods = api.get("/api/v1/pods")["items"]
                 util = utilisation(pods, {m.node: allocatable.get(m.node, 0.0) for m in meters})
                 for meter in meters:

@@ -42,7 +42,7 @@ def test_utilisation_counts_running_pods_requests_per_node():
             "status": {"phase": phase},
         }
 
-    pods = [pod("w1", "500m"), pod("w1", "1.5"), pod("w2", 4), pod("w2", "8", "Pending"), pod("w3", "64")]
+    pods = [pod("w1", "500m"), pod("w1", "1.5"), pod("w2", "4"), pod("w2", "8", "Pending"), pod("w3", "64")]
     assert node_power.utilisation(pods, {"w1": 4.0, "w2": 16.0, "w3": 32.0}) == {"w1": 50.0, "w2": 25.0, "w3": 100.0}
 
 
