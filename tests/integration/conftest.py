@@ -205,6 +205,8 @@ class LabHandle:
             "custom": client.CustomObjectsApi(api_client),
             "authz": client.AuthorizationV1Api(api_client),
             "autoscaling": client.AutoscalingV2Api(api_client),
+            "discovery": client.DiscoveryV1Api(api_client),
+            "networking": client.NetworkingV1Api(api_client),
             "rbac": client.RbacAuthorizationV1Api(api_client),
         }
 

@@ -167,6 +167,91 @@ def test_every_workload_accepted_and_ready(site, api, lab):
         assert set(lab.worker_nodes) <= {p.spec.node_name for p in pods}, name
 
 
+PSA = "pod-security.kubernetes.io/"
+# namespace -> the level the roles enforce there: restricted wherever the pods allow it; collectd
+# (hostPath, uid 0) shares monitoring with Prometheus and kube-state-metrics, and nfd-worker mounts
+# host paths, so those two enforce privileged (and audit and warn at restricted).
+NAMESPACE_LEVELS = {
+    "monitoring": "privileged",
+    "node-feature-discovery": "privileged",
+    "custom-metrics": "restricted",
+    "telemetry-aware-scheduling": "restricted",
+}
+# namespace/NetworkPolicy -> (ports admitted, peers admitted from, egress rules)
+POLICIES = {
+    "monitoring/collectd": (["metrics"], ["prometheus"], 0),
+    "monitoring/kube-state-metrics": (["http-metrics"], ["prometheus"], 2),
+    "monitoring/prometheus": (["http"], ["prometheus-adapter"], 4),
+    "custom-metrics/prometheus-adapter": (["https"], ["ipBlock"], 4),
+    "telemetry-aware-scheduling/telemetry-aware-scheduling": (["https"], ["ipBlock"], 2),
+    "node-feature-discovery/node-feature-discovery": ([], [], 2),
+}
+
+
+def test_namespaces_enforce_pod_security_and_every_component_has_its_network_policy(site, api, lab):
+    """The real API server holds the Pod Security labels and NetworkPolicies the roles apply, rejects
+    a pod that is not restricted in a restricted namespace, and, with the policies in place,
+    Prometheus still scrapes every target (the lab has no CNI that enforces them: docs/security.md)."""
+    for namespace, level in NAMESPACE_LEVELS.items():
+        labels = api["core"].read_namespace(namespace).metadata.labels
+        assert labels[PSA + "enforce"] == level, namespace
+        assert labels[PSA + "audit"] == labels[PSA + "warn"] == "restricted", namespace
+
+    from kubernetes.client.rest import ApiException
+
+    root_pod = {
+        "metadata": {"name": "psa-probe"},
+        "spec": {
+            "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "securityContext": {"runAsUser": 0}}]
+        },
+    }
+    with pytest.raises(ApiException) as refused:
+        api["core"].create_namespaced_pod("custom-metrics", root_pod, dry_run="All")
+    message = json.loads(refused.value.body)["message"]
+    assert refused.value.status == 403 and 'violates PodSecurity "restricted:latest"' in message, message
+
+    endpoints = api["discovery"].read_namespaced_endpoint_slice("kubernetes", "default").endpoints
+    control_plane = {f"{a}/32" for e in endpoints for a in e.addresses}
+    for key, (ports, peers, egress_rules) in POLICIES.items():
+        namespace, name = key.split("/")
+        spec = api["networking"].read_namespaced_network_policy(name, namespace).spec
+        assert spec.policy_types == ["Ingress", "Egress"], key
+        # the policy selects the component's running pods, and only them
+        selector = ",".join(f"{k}={v}" for k, v in spec.pod_selector.match_labels.items())
+        pods = api["core"].list_namespaced_pod(namespace, label_selector=selector).items
+        assert pods and {p.metadata.labels["app.kubernetes.io/name"] for p in pods} <= {
+            name,
+            "node-feature-discovery",
+        }, key
+        assert [p.port for rule in spec.ingress or [] for p in rule.ports] == ports, key
+        sources = [
+            "ipBlock" if peer.ip_block else peer.pod_selector.match_labels["app.kubernetes.io/name"]
+            for rule in spec.ingress or []
+            for peer in rule._from
+        ]
+        assert sorted(set(sources)) == sorted(peers), key
+        if "ipBlock" in peers:
+            assert {peer.ip_block.cidr for rule in spec.ingress for peer in rule._from} == control_plane, key
+        assert len(spec.egress or []) == egress_rules, key
+        if egress_rules:  # the first rule reaches the API server at its endpoints
+            assert {peer.ip_block.cidr for peer in spec.egress[0].to} == control_plane, key
+
+    prometheus = (
+        api["core"].list_namespaced_pod("monitoring", label_selector="app.kubernetes.io/name=prometheus").items[0]
+    )
+
+    def targets():
+        status, body = lab.lab_http_get(f"http://{prometheus.status.pod_ip}:9090/api/v1/targets?state=active")
+        active = json.loads(body)["data"]["activeTargets"] if status == 200 else []
+        return {(t["labels"]["job"], t["scrapeUrl"], t["health"]) for t in active}
+
+    got = wait_until(
+        lambda: (t := targets()) and all(h == "up" for _j, _u, h in t) and t, timeout=60, what="every target up"
+    )
+    jobs = [job for job, _url, _health in got]
+    assert jobs.count("collectd") == len(lab.worker_nodes) and jobs.count("kube-state-metrics") == 1, got
+
+
 def test_nfd_worker_on_every_simulated_worker(site, api, lab):
     pods = api["core"].list_namespaced_pod(
         "node-feature-discovery", label_selector="app.kubernetes.io/component=worker"
