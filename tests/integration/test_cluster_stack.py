@@ -116,24 +116,22 @@ def test_nfd_rbac_is_narrow(converged, api):
 # --- TAS -------------------------------------------------------------------------------------------
 def test_tas_certificates(converged, lab):
     pki = pki_dir(lab)
-    for key in ("ca.key", "tls.key", "client.key"):
+    for key in ("ca.key", "tls.key"):
         assert stat.S_IMODE((pki / key).stat().st_mode) == 0o600, key
+    # no client pair here: kube-scheduler's is the scheduler_extender role's (docs/security.md)
+    assert not (pki / "client.key").exists() and not (pki / "client.crt").exists()
     ca = x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes())
     server = x509.load_pem_x509_certificate((pki / "tls.crt").read_bytes())
-    client_cert = x509.load_pem_x509_certificate((pki / "client.crt").read_bytes())
     assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
-    for cert in (server, client_cert):
-        assert cert.issuer == ca.subject
-        ca.public_key().verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(cert.signature_hash_algorithm))
-        assert not cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    assert server.issuer == ca.subject
+    ca.public_key().verify(server.signature, server.tbs_certificate_bytes, ec.ECDSA(server.signature_hash_algorithm))
+    assert not server.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
     sans = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
         x509.DNSName
     )
     assert f"tas-service.{TAS_NS}.svc" in sans and f"tas-service.{TAS_NS}.svc.cluster.local" in sans
     server_eku = server.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
-    client_eku = client_cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
     assert list(server_eku) == [ExtendedKeyUsageOID.SERVER_AUTH]
-    assert list(client_eku) == [ExtendedKeyUsageOID.CLIENT_AUTH]
 
 
 def test_tas_secret_holds_the_files(converged, api, lab):
