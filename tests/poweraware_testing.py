@@ -7,6 +7,7 @@ import hashlib
 import importlib.util
 import os
 import pathlib
+import re
 import sys
 import time
 
@@ -111,3 +112,18 @@ kind: KubeSchedulerConfiguration
 clientConnection:
   kubeconfig: /etc/kubernetes/scheduler.conf
 """ + tas_extenders_block()
+
+
+def documented_images(repo: pathlib.Path | None = None) -> dict[str, tuple[str, str]]:
+    """docs/security.md's Images table: repository -> (its digest, or 'none', and the source or the
+    reason). The unit test holds the roles' defaults to it, the site test the containers that run."""
+    repo = repo or pathlib.Path(__file__).resolve().parents[1]
+    text = (repo / "docs" / "security.md").read_text()
+    section = text.split("## Images", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        match = re.match(r"^\| `([^`]+)` \(([^)]+)[^|]*\| (?:`(sha256:[0-9a-f]{64})`[^|]*|none) \| (.+) \|$", line)
+        if match:
+            repository, _tag, digest, why = match.groups()
+            rows[repository] = (digest or "none", why.strip())
+    return rows

@@ -36,7 +36,9 @@ __all__ = [
     "LOGICAL_OPERATORS",
     "OPERATORS",
     "STRATEGIES",
+    "NODE_LABELING_STRATEGIES",
     "adapter_metric_name",
+    "node_labeling_strategies",
     "normalize_policy",
     "validate_policy",
     "validate_spec",
@@ -45,6 +47,10 @@ __all__ = [
 API_VERSION = "telemetry.intel.com/v1alpha1"
 KIND = "TASPolicy"
 STRATEGIES = ("scheduleonmetric", "dontschedule", "deschedule", "labeling")
+# The strategies whose enforcement patches Node objects: deschedule labels violating nodes
+# ``<policy>=violating`` for the descheduler, labeling sets ``telemetry.aware.scheduling.<policy>/<key>``.
+# TAS needs ``patch`` on nodes only for these.
+NODE_LABELING_STRATEGIES = ("deschedule", "labeling")
 OPERATORS = ("Equals", "LessThan", "GreaterThan")
 ORDERING_OPERATORS = ("LessThan", "GreaterThan")
 LOGICAL_OPERATORS = ("allOf", "anyOf")
@@ -299,3 +305,16 @@ def validate_policy(policy, known_metrics=None, stripped_prefix="node_"):
     else:
         errors.extend(validate_spec(policy["spec"], known_metrics, stripped_prefix))
     return errors
+
+
+def node_labeling_strategies(policy):
+    """Return the strategies of the TASPolicy ``policy`` that make TAS patch nodes, in a stable order.
+
+    A policy that is not a mapping, or has no ``spec.strategies`` mapping, labels no nodes (the
+    validation reports what is wrong with it).
+    """
+    spec = policy.get("spec") if isinstance(policy, dict) else None
+    strategies = spec.get("strategies") if isinstance(spec, dict) else None
+    if not isinstance(strategies, dict):
+        return []
+    return [name for name in NODE_LABELING_STRATEGIES if name in strategies]

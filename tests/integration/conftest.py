@@ -277,14 +277,34 @@ def lab() -> LabHandle:
         instance.release()
 
 
+# Modules that run right after the fresh-lab tests, in this order: BMRA's coexistence needs a
+# cluster without the collection's objects; then the site converge, and the modules that check
+# their components on it (before other modules change the cluster under it).
+EARLY_MODULES = ("test_bmra_coexistence", "test_site", "test_cluster_stack", "test_telemetry_roles")
+
+
 def pytest_collection_modifyitems(items):
     # Tests that need the lab as `make lab` starts it run first; tests that take it down run last.
+    def module_rank(item):
+        name = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+        return EARLY_MODULES.index(name) if name in EARLY_MODULES else len(EARLY_MODULES)
+
     items.sort(
         key=lambda item: (
             item.get_closest_marker("lab_teardown") is not None,
             item.get_closest_marker("fresh_lab") is None,
+            module_rank(item),
         )
     )
+
+
+@pytest.fixture(scope="session")
+def site(lab, tmp_path_factory):
+    """site.yml converged, re-run and checked once per session (site_run.py): test_site.py checks the
+    runs, test_cluster_stack.py and test_telemetry_roles.py their components on the same converge."""
+    from site_run import converge_site
+
+    return converge_site(lab, tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

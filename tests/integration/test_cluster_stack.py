@@ -1,12 +1,14 @@
 """The scheduling half of the cluster stack against the lab: roles nfd, tas, tas_policy, power_demo.
 
-playbooks/cluster_stack.yml runs with the tags of these roles only, so the tests do not depend on the
-telemetry roles (test_site.py converges everything). The real kube-apiserver judges every object;
-kwok nodes run the pods (Running without containers). Checked here: objects accepted and ready,
-NFD workers on every worker and nowhere else, the TAS certificates (chain, names, usages, 0600
-keys, not re-issued on a re-run), the extender's placement for the cluster's version, RBAC that is
-as narrow as claimed (SubjectAccessReview), the policy as parameterised, bad policies refused before
-anything is applied, the demo's HPA, idempotence and check mode.
+The roles are the session's site converge's (conftest.py; its re-run and check mode, which prove
+them idempotent and certificates not re-issued, are test_site.py's); the tests that change
+parameters run playbooks/cluster_stack.yml with the tags of these roles only. The real
+kube-apiserver judges every object; kwok nodes run the pods (Running without containers). Checked
+here: objects accepted and ready, NFD workers on every worker and nowhere else, the TAS
+certificates (chain, names, usages, 0600 keys), the extender's placement for the cluster's
+version, RBAC that is as narrow as claimed (SubjectAccessReview), node patching granted only with a
+policy that labels nodes, the policy as parameterised, bad policies refused before anything is
+applied, a pending change named by check mode, the demo's HPA.
 """
 
 from __future__ import annotations
@@ -41,8 +43,10 @@ def run(lab, tags=None, extra_vars=None, check=False):
 
 
 @pytest.fixture(scope="module")
-def converged(lab):
-    result = run(lab)
+def converged(site):
+    """The session's site converge (conftest.py), which applies these roles with everything else;
+    its re-run and check mode (test_site.py) prove them idempotent."""
+    result = site["converge"]
     assert result.rc == 0 and result.failed == 0, result
     return result
 
@@ -78,7 +82,10 @@ def test_nfd_crds_established(converged, api):
 def test_nfd_master_available(converged, api):
     deployment = api["apps"].read_namespaced_deployment("nfd-master", NFD_NS)
     assert deployment.status.available_replicas == 1
-    assert deployment.spec.template.spec.containers[0].image == "registry.k8s.io/nfd/node-feature-discovery:v0.17.3"
+    assert deployment.spec.template.spec.containers[0].image == (
+        "registry.k8s.io/nfd/node-feature-discovery:v0.17.3"
+        "@sha256:5ad4e3ac1afcbeb9d096241b0352614e5e77ee1bfe0f37c45a8d7b4329599d11"
+    )
 
 
 def test_nfd_worker_on_every_worker_and_not_on_the_control_plane(converged, api, lab):
@@ -171,7 +178,9 @@ def test_tas_rbac_is_narrow(converged, api):
     assert can(api, sa, "list", "taspolicies", "telemetry.intel.com", "default")
     assert can(api, sa, "update", "taspolicies", "telemetry.intel.com", "default", subresource="status")
     assert can(api, sa, "get", "nodes", "custom.metrics.k8s.io")
-    assert can(api, sa, "patch", "nodes")
+    assert can(api, sa, "list", "nodes")
+    # The power policy neither deschedules nor labels: TAS may not patch nodes.
+    assert not can(api, sa, "patch", "nodes")
     assert can(api, sa, "list", "pods", namespace="default")
     assert not can(api, sa, "update", "taspolicies", "telemetry.intel.com", "default")
     assert not can(api, sa, "delete", "nodes")
@@ -257,25 +266,25 @@ def test_policy_parameters_reach_the_object(converged, api, lab):
             "operator": "GreaterThan",
             "target": 80,
         }
+        # deschedule labels violating nodes: TAS may patch nodes while this policy uses it
+        assert can(api, f"{TAS_NS}/telemetry-aware-scheduling", "patch", "nodes")
+        binding = api["rbac"].read_cluster_role_binding(f"poweraware:tas-policy:default:{name}")
+        assert [(s.kind, s.namespace, s.name) for s in binding.subjects] == [
+            ("ServiceAccount", TAS_NS, "telemetry-aware-scheduling")
+        ]
+        # turning deschedule off withdraws it, as removing the policy does
+        result = run(lab, tags=["tas_policy"], extra_vars={"tas_policy_name": name, "tas_policy_max_tdp_percent": 75})
+        assert result.rc == 0, result
+        assert not can(api, f"{TAS_NS}/telemetry-aware-scheduling", "patch", "nodes")
     finally:
         removed = run(lab, tags=["tas_policy"], extra_vars={"tas_policy_name": name, "tas_policy_state": "absent"})
         assert removed.rc == 0, removed
+    names = {r.metadata.name for r in api["rbac"].list_cluster_role().items}
+    names |= {b.metadata.name for b in api["rbac"].list_cluster_role_binding().items}
+    assert not {n for n in names if n.startswith("poweraware:tas-policy:")}
 
 
-# --- idempotence and check mode --------------------------------------------------------------------
-def test_second_run_changes_nothing(converged, lab):
-    pki = pki_dir(lab)
-    before = {p.name: p.read_bytes() for p in pki.iterdir()}
-    result = run(lab)
-    assert result.rc == 0 and result.changed == 0, result
-    assert {p.name: p.read_bytes() for p in pki.iterdir()} == before, "certificates were re-issued"
-
-
-def test_check_mode_changes_nothing(converged, lab):
-    result = run(lab, check=True)
-    assert result.rc == 0 and result.changed == 0, result
-
-
+# --- check mode ------------------------------------------------------------------------------------
 def test_check_mode_reports_a_pending_change(converged, lab, api):
     result = run(lab, tags=["tas_policy"], extra_vars={"tas_policy_max_tdp_percent": 61}, check=True)
     assert result.rc == 0 and result.changed == 1, result

@@ -124,6 +124,9 @@ class Hosts:
     def certs(self, host):
         return self.disk(host) / "etc" / "certs" / "public"
 
+    def ca_key(self, host):
+        return self.disk(host) / "etc" / "poweraware" / "pki" / "appqos" / "ca.key"
+
     def everything(self):
         return {
             h: [tree_digest(self.sys(h), mtimes=True)]
@@ -232,8 +235,13 @@ def test_certificate_permissions(lab):
         certs = lab.certs(host)
         assert stat.S_IMODE(certs.stat().st_mode) == 0o700
         for name in CERT_FILES:
-            assert stat.S_IMODE((certs / f"{name}.key").stat().st_mode) == 0o600, name
+            key = lab.ca_key(host) if name == "ca" else certs / f"{name}.key"
+            assert stat.S_IMODE(key.stat().st_mode) == 0o600, name
             assert stat.S_IMODE((certs / f"{name}.crt").stat().st_mode) == 0o644, name
+        # The pod mounts the certificate directory: the key that signs its certificates is elsewhere.
+        assert not (certs / "ca.key").exists()
+        assert stat.S_IMODE(lab.ca_key(host).parent.stat().st_mode) == 0o700
+        assert lab.ca_key(host).parent.stat().st_uid == 0
         assert not list(certs.glob("*.csr"))
         conf = json.loads((certs / "appqos.conf").read_text())
         assert conf == {"apps": [], "sstbf": {"configured": False}, "pools": [], "power_profiles_expert_mode": True}
@@ -241,9 +249,37 @@ def test_certificate_permissions(lab):
 
 def _cert_state(lab, host):
     certs = lab.certs(host)
-    return {f"{n}.{ext}": (certs / f"{n}.{ext}").stat().st_mtime_ns for n in CERT_FILES for ext in ("key", "crt")} | {
+
+    def path(name, ext):
+        return lab.ca_key(host) if (name, ext) == ("ca", "key") else certs / f"{name}.{ext}"
+
+    return {f"{n}.{ext}": path(n, ext).stat().st_mtime_ns for n in CERT_FILES for ext in ("key", "crt")} | {
         f"{n}.crt#": hashlib.sha256((certs / f"{n}.crt").read_bytes()).hexdigest() for n in CERT_FILES
     }
+
+
+def test_ca_key_left_in_the_mounted_directory_moves_out(lab):
+    host = "np-intel"
+    old, new = "/etc/certs/public/ca.key", "/etc/poweraware/pki/appqos/ca.key"
+    key = lab.ca_key(host).read_bytes()
+    certs = {n: (lab.certs(host) / f"{n}.crt").read_bytes() for n in CERT_FILES}
+    # where earlier versions kept it
+    _run_on_node(lab, host, f"sudo -n mv {new} {old}")
+    result = lab.run(limit=host, tags=["appqos_certs"])
+    assert result.rc == 0, str(result)
+    assert not (lab.certs(host) / "ca.key").exists()
+    assert lab.ca_key(host).read_bytes() == key
+    assert stat.S_IMODE(lab.ca_key(host).stat().st_mode) == 0o600
+    # the same CA: nothing it signed is re-issued
+    assert {n: (lab.certs(host) / f"{n}.crt").read_bytes() for n in CERT_FILES} == certs
+
+    # a different key in the old place is a conflict: refused, nothing touched
+    _run_on_node(lab, host, f"sudo -n cp -p {new} {old} && sudo -n sh -c 'echo tampered >> {old}'")
+    result = lab.run(limit=host, tags=["appqos_certs"])
+    assert result.rc != 0 and "Two different App QoS CA keys exist" in result.stdout, str(result)
+    assert lab.ca_key(host).read_bytes() == key and (lab.certs(host) / "ca.key").exists()
+    _run_on_node(lab, host, f"sudo -n rm {old}")
+    assert lab.run(limit=host, tags=["appqos_certs"]).changed == 0
 
 
 def test_certificates_signed_by_ca_with_sans(lab):
@@ -268,13 +304,19 @@ def test_no_regeneration_unless_needed(lab):
     assert lab.run(limit=host, tags=["appqos_certs"]).changed == 0
     assert _cert_state(lab, host) == before
 
-    # expiring within the renewal window (365-day certificates, 400-day window): server and client
-    # are re-issued, keys and the CA (1825 days) stay
-    result = lab.run(limit=host, tags=["appqos_certs"], extra_vars={"appqos_certs_renew_days": 400})
+    # expiring within the renewal window (365 days left, a 400-day window for 800-day certificates):
+    # server and client are re-issued, keys and the CA (1825 days) stay
+    longer = {"appqos_certs_valid_days": 800, "appqos_certs_renew_days": 400}
+    result = lab.run(limit=host, tags=["appqos_certs"], extra_vars=longer)
     assert result.rc == 0, str(result)
     after = _cert_state(lab, host)
     changed = {k for k in before if before[k] != after[k]}
     assert changed == {"appqos.crt", "appqos.crt#", "client.crt", "client.crt#"}
+
+    # a renewal window as long as the lifetime would re-issue on every run: refused up front
+    result = lab.run(limit=host, tags=["appqos_certs"], extra_vars={"appqos_certs_renew_days": 365})
+    assert result.rc != 0 and "appqos_certs_renew_days='+365d' is not shorter than" in result.stdout, str(result)
+    assert _cert_state(lab, host) == after
 
     # a changed parameter (server SANs) re-issues only the server certificate
     sans = ["DNS:localhost", "IP:127.0.0.1", "DNS:appqos.node.local"]

@@ -1,14 +1,11 @@
 """site.yml end to end against the lab: full converge, re-run, check mode, objects, policy, molecule.
 
-The module fixture converges the whole site (node power, cluster stack, scheduler extender, power
-models: whatever site.yml imports) into a lab, runs it again and once more in check mode, and
-records the three durations. The converge and re-run times and their ratio are printed and written
-to tests/output/site_timings.json for the report.
+The session fixture ``site`` (conftest.py, runs in site_run.py) converges the whole site into the
+lab, runs it again and once more in check mode; these tests check the three runs and what they made.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -23,101 +20,15 @@ import uuid
 
 import pytest
 import yaml
-from ansible_run import REPO_ROOT, run_playbook
-from poweraware_testing import wait_until
+from ansible_run import REPO_ROOT
+from poweraware_testing import documented_images, wait_until
+from site_run import run_site
 
 from benchmarks import _specpower
 from lab.components import node_power
 
 # Each test may wait for whole playbook runs (the site fixture runs three).
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.timeout(3600)]
-
-SITE = REPO_ROOT / "site.yml"
-IMPORTED = [
-    "playbooks/node_power.yml",
-    "playbooks/cluster_stack.yml",
-    "playbooks/scheduler_extender.yml",
-    "playbooks/power_models.yml",
-]
-TIMINGS = REPO_ROOT / "tests" / "output" / "site_timings.json"
-
-
-# The lab's Prometheus runs, but nothing the roles deploy exports CPU time (power_models_util_query
-# reads node_cpu_seconds_total), so the power models are fitted from a samples file: a synthetic
-# linear curve per worker (not measured data), enough to pass the quality gate.
-SITE_VARS: dict = {}
-
-
-def run_site(lab, extra_vars=None, **kwargs):
-    return run_playbook(
-        SITE,
-        inventory=lab.inventory / "hosts.yml",
-        extra_vars={**SITE_VARS, **(extra_vars or {})},
-        timeout=1800,
-        **kwargs,
-    )
-
-
-@pytest.fixture(scope="module")
-def site(lab, tmp_path_factory):
-    missing = [p for p in IMPORTED if not (REPO_ROOT / p).is_file()]
-    assert not missing, f"site.yml imports playbooks that do not exist yet: {missing}"
-    samples = tmp_path_factory.mktemp("power-models") / "samples.json"
-    curve = {
-        node: [{"util": u, "watts": 90 + 1.5 * u + 5 * i} for u in range(0, 101, 2)]
-        for i, node in enumerate(lab.worker_nodes)
-    }
-    samples.write_text(json.dumps(curve))
-    SITE_VARS.update(
-        {
-            "poweraware_enable_power_models": True,
-            "power_models_source": "file",
-            "power_models_samples_file": str(samples),
-        }
-    )
-    controller_before = controller_digest()
-    runs, seconds = {}, {}
-    for name, kwargs in (("converge", {}), ("rerun", {}), ("check", {"check": True, "diff": True})):
-        start = time.monotonic()
-        runs[name] = run_site(lab, **kwargs)
-        seconds[name] = time.monotonic() - start
-    timings = {
-        "converge_s": round(seconds["converge"], 1),
-        "rerun_s": round(seconds["rerun"], 1),
-        "check_s": round(seconds["check"], 1),
-        "rerun_to_converge_ratio": round(seconds["rerun"] / seconds["converge"], 3),
-        "converge_changed": runs["converge"].changed,
-        "k8s_version": lab.k8s_version,
-        "nodes": 1 + len(lab.worker_nodes),
-    }
-    runs["controller"] = (controller_before, controller_digest())
-    TIMINGS.parent.mkdir(parents=True, exist_ok=True)
-    TIMINGS.write_text(json.dumps(timings, indent=2) + "\n")
-    print(f"\nsite.yml timings: {json.dumps(timings)}", file=sys.stderr)
-    return runs
-
-
-def controller_digest() -> dict[str, str]:
-    """The controller's own /etc and CPU sysfs (its writable attributes): a converge over SSH must
-    change neither."""
-    digests = {}
-    for root in ("/etc", "/sys/devices/system/cpu"):
-        digest = hashlib.sha256()
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames.sort()
-            for name in sorted(filenames):
-                path = os.path.join(dirpath, name)
-                try:
-                    info = os.lstat(path)
-                    if root.startswith("/sys") and not info.st_mode & 0o200:
-                        continue  # read-only attributes (cpuidle time/usage counters) move by themselves
-                    data = os.readlink(path).encode() if os.path.islink(path) else pathlib.Path(path).read_bytes()
-                except OSError:
-                    data = b"<unreadable>"
-                    info = None
-                digest.update(f"{path} {info.st_mode if info else ''}\n".encode() + data)
-        digests[root] = digest.hexdigest()
-    return digests
 
 
 def test_full_converge(site):
@@ -186,6 +97,24 @@ POLICIES = {
     "telemetry-aware-scheduling/telemetry-aware-scheduling": (["https"], ["ipBlock"], 2),
     "node-feature-discovery/node-feature-discovery": ([], [], 2),
 }
+
+
+def test_every_deployed_image_is_pinned_by_digest_or_documented(site, api, lab):
+    """Every container of every pod the site deployed runs repository:tag@sha256:..., unless
+    docs/security.md's Images table says why its image has no published digest."""
+    unpinned = {repo for repo, (digest, _why) in documented_images().items() if digest == "none"}
+    seen, problems = set(), []
+    for namespace in NAMESPACE_LEVELS:
+        for pod in api["core"].list_namespaced_pod(namespace).items:
+            for container in [*(pod.spec.init_containers or []), *pod.spec.containers]:
+                image = container.image
+                seen.add(image)
+                repository = image.split("@", 1)[0].rsplit(":", 1)[0]
+                if not re.search(r"@sha256:[0-9a-f]{64}$", image) and repository not in unpinned:
+                    problems.append(f"{namespace}/{pod.metadata.name} {container.name}: {image}")
+    print("PROOF images deployed:", *sorted(seen), sep="\n  ")
+    assert problems == []
+    assert any("@sha256:" in image for image in seen) and len(seen) >= 5, seen
 
 
 def test_namespaces_enforce_pod_security_and_every_component_has_its_network_policy(site, api, lab):

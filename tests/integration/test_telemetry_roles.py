@@ -1,9 +1,9 @@
 """The telemetry roles (collectd, kube_state_metrics, prometheus, prometheus_adapter) against the lab.
 
-Converge, re-run (no change), check mode (no change), then look at what the real kube-apiserver
-holds: collectd on every worker, kube-state-metrics running, least-privilege RBAC, the adapter's
-TLS and APIService, the rules Prometheus gets. The prometheus role's existing mode is tested with
-and without the Prometheus Operator's CRDs.
+On the session's site converge (conftest.py; its re-run and check mode are test_site.py's), look
+at what the real kube-apiserver holds: collectd on every worker, kube-state-metrics running,
+least-privilege RBAC, the adapter's TLS and APIService, the rules Prometheus gets. The prometheus
+role's existing mode is tested with and without the Prometheus Operator's CRDs.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from poweraware_testing import wait_until
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
-PLAYBOOK = REPO_ROOT / "tests" / "integration" / "playbooks" / "telemetry.yml"
 EXISTING_PLAYBOOK = REPO_ROOT / "tests" / "integration" / "playbooks" / "prometheus_existing.yml"
 RULES = REPO_ROOT / "roles" / "prometheus" / "files" / "power_rules.yml"
 NS = "monitoring"
@@ -32,8 +31,10 @@ EXISTING_NS = "poweraware-existing-test"
 
 
 @pytest.fixture(scope="module")
-def converged(lab):
-    first = run_playbook(PLAYBOOK, inventory=lab.inventory)
+def converged(site):
+    """The session's site converge (conftest.py), which applies these roles with everything else;
+    its re-run and check mode (test_site.py) prove them idempotent."""
+    first = site["converge"]
     assert first.rc == 0 and first.failed == 0, first
     return first
 
@@ -61,18 +62,6 @@ def _wait_pods(lab, namespace, selector, count, timeout=120):
             return running
         time.sleep(1)
     raise AssertionError(f"{selector}: {[(p.metadata.name, p.spec.node_name, p.status.phase) for p in pods]}")
-
-
-def test_second_run_changes_nothing(lab, converged):
-    second = run_playbook(PLAYBOOK, inventory=lab.inventory)
-    assert second.rc == 0 and second.failed == 0, second
-    assert second.changed == 0, second
-
-
-def test_check_mode_changes_nothing(lab, converged):
-    checked = run_playbook(PLAYBOOK, inventory=lab.inventory, check=True)
-    assert checked.rc == 0 and checked.failed == 0, checked
-    assert checked.changed == 0, checked
 
 
 def test_collectd_on_every_worker(lab, converged):

@@ -13,6 +13,7 @@ import jsonschema
 import pytest
 import yaml
 from ansible_collections.poweraware.k8s.plugins.filter.tas_policy_errors import FilterModule
+from ansible_collections.poweraware.k8s.plugins.filter.tas_policy_node_labeling import FilterModule as LabelingModule
 from ansible_collections.poweraware.k8s.plugins.filter.tas_policy_normalized import FilterModule as NormalizeModule
 from ansible_collections.poweraware.k8s.plugins.module_utils._tas_policy import (
     INT64_MAX,
@@ -21,6 +22,7 @@ from ansible_collections.poweraware.k8s.plugins.module_utils._tas_policy import 
     OPERATORS,
     STRATEGIES,
     adapter_metric_name,
+    node_labeling_strategies,
     normalize_policy,
     validate_policy,
     validate_spec,
@@ -559,3 +561,30 @@ def test_the_generator_reaches_both_sides_of_each_property(crd_schema):
         return False
 
     find(_spoiled_spec(), schema_rejects, settings=settings(database=None))
+
+
+# --- which strategies make TAS patch nodes (the tas_policy role grants it only for these) ----------
+@pytest.mark.parametrize(
+    ("strategies", "expected"),
+    [
+        ({}, []),
+        ({"dontschedule": {}, "scheduleonmetric": {}}, []),
+        ({"deschedule": {}, "dontschedule": {}}, ["deschedule"]),
+        ({"labeling": {}}, ["labeling"]),
+        ({"labeling": {}, "scheduleonmetric": {}, "deschedule": {}}, ["deschedule", "labeling"]),
+    ],
+)
+def test_node_labeling_strategies(strategies, expected):
+    policy = copy.deepcopy(POWER_POLICY)
+    policy["spec"]["strategies"] = strategies
+    assert node_labeling_strategies(policy) == expected
+    assert LabelingModule().filters()["tas_policy_node_labeling"](policy) == expected
+
+
+@pytest.mark.parametrize("policy", [None, "x", {}, {"spec": None}, {"spec": {"strategies": ["deschedule"]}}])
+def test_node_labeling_strategies_of_a_malformed_policy_is_empty(policy):
+    assert node_labeling_strategies(policy) == []
+
+
+def test_the_power_policy_labels_no_nodes():
+    assert node_labeling_strategies(POWER_POLICY) == []

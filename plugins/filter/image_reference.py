@@ -1,0 +1,29 @@
+# Copyright: poweraware.k8s contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The poweraware.k8s.image_reference filter; documentation in image_reference.yml beside this file."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.poweraware.k8s.plugins.module_utils._image import image_reference as _reference
+
+
+def image_reference(repository, tag, digest, variable):
+    """``repository:tag@digest`` for a pod (see ``_image.image_reference``)."""
+    if not isinstance(variable, str) or not variable:
+        raise AnsibleFilterError(
+            "image_reference: variable must name the role's image variable, such as collectd_image"
+        )
+    try:
+        return _reference(repository, tag if not isinstance(tag, (int, float)) else str(tag), digest, variable)
+    except ValueError as err:
+        raise AnsibleFilterError(f"Nothing was changed: {err}") from None
+
+
+class FilterModule:
+    """Container image references."""
+
+    def filters(self) -> dict[str, Callable]:
+        return {"image_reference": image_reference}

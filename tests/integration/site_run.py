@@ -1,0 +1,107 @@
+"""site.yml converged once per test session: the session fixture ``site`` (conftest.py) runs it.
+
+The fixture converges the whole site (node power, cluster stack, scheduler extender, power
+models: whatever site.yml imports) into the lab, runs it again and once more in check mode, and
+records the three durations. The converge and re-run times and their ratio are printed and written
+to tests/output/site_timings.json for the report. test_site.py checks the runs and what they made;
+test_cluster_stack.py and test_telemetry_roles.py check their components on the same converge
+instead of converging them again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+import sys
+import time
+
+from ansible_run import REPO_ROOT, run_playbook
+
+SITE = REPO_ROOT / "site.yml"
+IMPORTED = [
+    "playbooks/node_power.yml",
+    "playbooks/cluster_stack.yml",
+    "playbooks/scheduler_extender.yml",
+    "playbooks/power_models.yml",
+]
+TIMINGS = REPO_ROOT / "tests" / "output" / "site_timings.json"
+
+
+# The lab's Prometheus runs, but nothing the roles deploy exports CPU time (power_models_util_query
+# reads node_cpu_seconds_total), so the power models are fitted from a samples file: a synthetic
+# linear curve per worker (not measured data), enough to pass the quality gate.
+SITE_VARS: dict = {}
+
+
+def run_site(lab, extra_vars=None, **kwargs):
+    return run_playbook(
+        SITE,
+        inventory=lab.inventory / "hosts.yml",
+        extra_vars={**SITE_VARS, **(extra_vars or {})},
+        timeout=1800,
+        **kwargs,
+    )
+
+
+def converge_site(lab, tmp_path_factory):
+    """The site fixture's three runs (tests/integration/conftest.py), their results and timings."""
+    missing = [p for p in IMPORTED if not (REPO_ROOT / p).is_file()]
+    assert not missing, f"site.yml imports playbooks that do not exist yet: {missing}"
+    samples = tmp_path_factory.mktemp("power-models") / "samples.json"
+    curve = {
+        node: [{"util": u, "watts": 90 + 1.5 * u + 5 * i} for u in range(0, 101, 2)]
+        for i, node in enumerate(lab.worker_nodes)
+    }
+    samples.write_text(json.dumps(curve))
+    SITE_VARS.update(
+        {
+            "poweraware_enable_power_models": True,
+            "power_models_source": "file",
+            "power_models_samples_file": str(samples),
+        }
+    )
+    controller_before = controller_digest()
+    runs, seconds = {}, {}
+    for name, kwargs in (("converge", {}), ("rerun", {}), ("check", {"check": True, "diff": True})):
+        start = time.monotonic()
+        runs[name] = run_site(lab, **kwargs)
+        seconds[name] = time.monotonic() - start
+    timings = {
+        "converge_s": round(seconds["converge"], 1),
+        "rerun_s": round(seconds["rerun"], 1),
+        "check_s": round(seconds["check"], 1),
+        "rerun_to_converge_ratio": round(seconds["rerun"] / seconds["converge"], 3),
+        "converge_changed": runs["converge"].changed,
+        "k8s_version": lab.k8s_version,
+        "nodes": 1 + len(lab.worker_nodes),
+    }
+    runs["controller"] = (controller_before, controller_digest())
+    TIMINGS.parent.mkdir(parents=True, exist_ok=True)
+    TIMINGS.write_text(json.dumps(timings, indent=2) + "\n")
+    print(f"\nsite.yml timings: {json.dumps(timings)}", file=sys.stderr)
+    return runs
+
+
+def controller_digest() -> dict[str, str]:
+    """The controller's own /etc and CPU sysfs (its writable attributes): a converge over SSH must
+    change neither."""
+    digests = {}
+    for root in ("/etc", "/sys/devices/system/cpu"):
+        digest = hashlib.sha256()
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames.sort()
+            for name in sorted(filenames):
+                path = os.path.join(dirpath, name)
+                try:
+                    info = os.lstat(path)
+                    if root.startswith("/sys") and not info.st_mode & 0o200:
+                        continue  # read-only attributes (cpuidle time/usage counters) move by themselves
+                    data = os.readlink(path).encode() if os.path.islink(path) else pathlib.Path(path).read_bytes()
+                except OSError:
+                    data = b"<unreadable>"
+                    info = None
+                digest.update(f"{path} {info.st_mode if info else ''}\n".encode() + data)
+        digests[root] = digest.hexdigest()
+    return digests

@@ -1,0 +1,88 @@
+"""Certificate lifetimes checked before anything is issued (module_utils/_cert_lifetime.py,
+filter certificate_lifetime_errors): the CA outlives its leaves, renewal windows fit."""
+
+import pytest
+from ansible.errors import AnsibleFilterError
+from ansible_collections.poweraware.k8s.plugins.filter.certificate_lifetime_errors import FilterModule
+from ansible_collections.poweraware.k8s.plugins.module_utils._cert_lifetime import lifetime_errors, relative_seconds
+
+lifetime = FilterModule().filters()["certificate_lifetime_errors"]
+DAY = 86400
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("+365d", 365 * DAY),
+        ("+52w1d", 365 * DAY),
+        ("+8760h", 365 * DAY),
+        ("+1d2h3m4s", DAY + 2 * 3600 + 3 * 60 + 4),
+        (" +30d ", 30 * DAY),
+        ("20301231235959Z", None),
+    ],
+)
+def test_relative_seconds(value, seconds):
+    assert relative_seconds(value) == seconds
+
+
+@pytest.mark.parametrize("value", ["365d", "+", "+0d", "-30d", "+1d1w", "+1y", "+1.5d", "", "tomorrow", 365])
+def test_relative_seconds_refuses(value):
+    with pytest.raises(ValueError, match="relative time|zero"):
+        relative_seconds(value)
+
+
+def test_the_roles_defaults_pass():
+    for values in (
+        {"tas_ca_validity": "+1825d", "tas_cert_validity": "+365d", "tas_cert_renew_before": "+30d"},
+        {"a_ca": "+1825d", "a_cert": "+365d", "a_renew": "+30d", "a_ca_renew": "+90d"},
+    ):
+        assert lifetime(values) == []
+
+
+def test_a_ca_that_does_not_outlive_its_leaves():
+    values = {"tas_ca_validity": "+365d", "tas_cert_validity": "+52w1d", "tas_cert_renew_before": "+30d"}
+    assert lifetime(values) == [
+        "tas_ca_validity='+365d' does not outlive tas_cert_validity='+52w1d': a certificate valid beyond its CA stops "
+        "verifying when the CA expires, and a CA renewed with its leaves re-issues all of them at once; "
+        "make tas_ca_validity longer (for example +1825d)"
+    ]
+
+
+def test_renewal_windows_as_long_as_the_lifetime_all_at_once():
+    values = {"ca": "+1825d", "leaf": "+30d", "renew": "+30d", "ca_renew": "+2000d"}
+    errors = lifetime(values)
+    assert len(errors) == 2
+    assert errors[0].startswith("renew='+30d' is not shorter than leaf='+30d'")
+    assert errors[1].startswith("ca_renew='+2000d' is not shorter than ca='+1825d'")
+    assert all("make " in e for e in errors)
+
+
+def test_the_ca_renewal_window_defaults_to_the_leaves():
+    assert lifetime({"ca": "+20d", "leaf": "+10d", "renew": "+25d"}) == [
+        "renew='+25d' is not shorter than leaf='+10d': the certificate would be inside its renewal window as soon "
+        "as it is issued and every run would re-issue it; make renew shorter than leaf",
+        "renew='+25d' is not shorter than ca='+20d': the certificate would be inside its renewal window as soon "
+        "as it is issued and every run would re-issue it; make renew shorter than ca",
+    ]
+
+
+def test_malformed_values_reported_by_name_before_comparing():
+    errors = lifetime({"ca": "5y", "leaf": "+365d", "renew": "30"})
+    assert [e.split(":")[0] for e in errors] == ["ca='5y'", "renew='30'"]
+
+
+def test_absolute_times_are_not_compared():
+    assert lifetime({"ca": "20301231235959Z", "leaf": "+365d", "renew": "+30d"}) == []
+
+
+@pytest.mark.parametrize(
+    "values", [None, [], {"a": "+1d"}, {"a": "+1d", "b": "+1d", "c": "+1d", "d": "+1d", "e": "+1d"}]
+)
+def test_filter_input_shape(values):
+    with pytest.raises(AnsibleFilterError, match="must map the variable names"):
+        lifetime(values)
+
+
+def test_lifetime_errors_needs_three_or_four():
+    with pytest.raises(ValueError):
+        lifetime_errors({"a": "+1d"})

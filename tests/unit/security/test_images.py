@@ -1,0 +1,119 @@
+"""Images pinned by digest (module_utils/_image.py, filter image_reference, docs/security.md "Images").
+
+Every role that deploys an image has the three variables, builds its pods' reference with the
+filter, and either pins the default tag by a digest whose source the docs name, or the docs say why
+there is none. The lab's site test checks the containers that actually run against the same table.
+"""
+
+import pathlib
+import re
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+from ansible_collections.poweraware.k8s.plugins.filter.image_reference import FilterModule
+from ansible_collections.poweraware.k8s.plugins.module_utils._image import image_reference, reference_errors
+from poweraware_testing import documented_images
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+reference = FilterModule().filters()["image_reference"]
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+def role_images() -> dict[str, dict]:
+    images = {}
+    for defaults in sorted(REPO.glob("roles/*/defaults/main.yml")):
+        role = defaults.parts[-3]
+        values = yaml.safe_load(defaults.read_text()) or {}
+        if f"{role}_image" in values:
+            images[role] = {k[len(role) + 1 :]: v for k, v in values.items() if k.startswith(f"{role}_image")}
+    return images
+
+
+def test_every_role_image_has_tag_and_digest_variables():
+    images = role_images()
+    assert set(images) == {
+        "collectd", "kube_state_metrics", "nfd", "power_demo", "prometheus", "prometheus_adapter", "tas",
+    }  # fmt: skip
+    for role, values in images.items():
+        assert {"image", "image_tag", "image_digest"} <= set(values), role
+        assert reference_errors(values["image"], str(values["image_tag"]), values["image_digest"], role) == [], role
+
+
+def test_every_default_image_is_pinned_or_documented_why_not():
+    rows = documented_images()
+    problems = []
+    for role, values in role_images().items():
+        row = rows.get(values["image"])
+        if row is None:
+            problems.append(f"{role}: {values['image']} has no row in docs/security.md's Images table")
+        elif values["image_digest"] and row[0] != values["image_digest"]:
+            problems.append(f"{role}: the digest in defaults is not the one docs/security.md cites ({row[0]})")
+        elif not values["image_digest"] and (row[0] != "none" or len(row[1]) < 20):
+            problems.append(f"{role}: {values['image']} has no digest and docs/security.md gives no reason")
+    assert problems == []
+    pinned = {r: v["image"] for r, v in role_images().items() if v["image_digest"]}
+    assert pinned == {
+        "kube_state_metrics": "registry.k8s.io/kube-state-metrics/kube-state-metrics",
+        "nfd": "registry.k8s.io/nfd/node-feature-discovery",
+    }
+
+
+def test_templates_take_the_reference_from_the_filter():
+    """No template writes repository:tag itself (which would drop the digest)."""
+    lines = []
+    for template in sorted(REPO.glob("roles/*/templates/*.j2")):
+        role = template.parts[-3]
+        for line in template.read_text().splitlines():
+            if re.match(r"^\s*image:", line):
+                lines.append((role, line.strip()))
+    assert lines, "no image lines found"
+    assert all(line == f'image: "{{{{ _{role}_image_reference }}}}"' for role, line in lines), lines
+
+
+@pytest.mark.parametrize(
+    ("repository", "tag", "digest", "expected"),
+    [
+        ("registry.k8s.io/nfd/nfd", "v0.17.3", DIGEST, f"registry.k8s.io/nfd/nfd:v0.17.3@{DIGEST}"),
+        ("docker.io/intel/telemetry-aware-scheduling", "0.7.0", "", "docker.io/intel/telemetry-aware-scheduling:0.7.0"),
+        ("localhost:5000/mirror/prometheus", "v2.53.2", None, "localhost:5000/mirror/prometheus:v2.53.2"),
+        ("busybox", "1.36", "", "busybox:1.36"),
+    ],
+)  # fmt: skip
+def test_reference(repository, tag, digest, expected):
+    assert image_reference(repository, tag, digest, "x_image") == expected
+    assert reference(repository, tag, digest, "x_image") == expected
+
+
+def test_a_number_for_a_tag_is_taken_as_written():
+    assert reference("busybox", 1, "", "x_image") == "busybox:1"
+
+
+def test_every_problem_named_at_once_and_nothing_built():
+    with pytest.raises(AnsibleFilterError) as err:
+        reference("Registry.k8s.io/NFD:v0.17.3", "-rc1", "sha256:ABC", "nfd_image")
+    message = str(err.value)
+    assert message.startswith("Nothing was changed: ")
+    assert "nfd_image='Registry.k8s.io/NFD:v0.17.3' is not an image repository" in message
+    assert "put the tag in nfd_image_tag and the digest in nfd_image_digest" in message
+    assert "nfd_image_tag='-rc1' is not an image tag" in message
+    assert "nfd_image_digest='sha256:ABC' is not a digest: write 'sha256:' and the 64 lowercase hex digits" in message
+
+
+@pytest.mark.parametrize(
+    "repository",
+    ["", "nfd@sha256:" + "0" * 64, "UPPER/case", "a//b", "-lead/x", "x/", "host:port/x", "a" * 256],
+)
+def test_bad_repositories(repository):
+    assert reference_errors(repository, "v1", "", "x_image")
+
+
+@pytest.mark.parametrize("digest", ["sha512:" + "0" * 128, "sha256:" + "0" * 63, DIGEST.upper(), "0" * 64, 5])
+def test_bad_digests(digest):
+    (error,) = reference_errors("busybox", "v1", digest, "x_image")
+    assert error.startswith("x_image_digest=")
+
+
+def test_variable_is_required():
+    with pytest.raises(AnsibleFilterError, match="variable must name"):
+        reference("busybox", "v1", "", "")
