@@ -9,12 +9,20 @@ the annotation ``poweraware.k8s/scheduler-extender``: a JSON record of exactly w
 so that ``state=absent`` removes those things and nothing else, and a re-run can tell its own
 additions from the user's.
 
+The record also carries a digest of each CA file the extenders trust (``trust``). kube-scheduler
+reads a ``caFile`` once, at start (client-go reloads a client certificate and key from their files,
+not the CA), so a re-issued CA must restart it: the changed digest changes the manifest, and
+kubelet restarts the static pod. A record an earlier version wrote has no digests; it gets them at
+the next change of the manifest, or at once when the caller says the CA files changed
+(``trust_changed``), so an upgrade alone restarts nothing.
+
 Pure logic, no Ansible import; Python 3.9 compatible.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import posixpath
 
@@ -449,6 +457,19 @@ def _manifest_dir(path):
     return path.rstrip("/").rsplit("/", 1)[0] or "/"
 
 
+def trust_digests(extenders, read_file):
+    """``{ca_file: "sha256:<16 hex>"}`` of the CA files the extenders trust that exist on the node
+    (a missing one is reported by the caller's file check)."""
+    digests = {}
+    for ext in extenders:
+        path = (ext.get("tls") or {}).get("ca_file")
+        if path and path not in digests:
+            text = read_file(path)
+            if text is not None:
+                digests[path] = "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+    return dict(sorted(digests.items()))
+
+
 def plan_present(
     manifest_text,
     manifest_path,
@@ -458,6 +479,7 @@ def plan_present(
     policy_path,
     kubernetes_version=None,
     legacy_policy=False,
+    trust_changed=False,
 ):
     """Compute the manifest and config/policy file for ``state=present``.
 
@@ -551,9 +573,19 @@ def plan_present(
         result.file_after = file_text
     need_dns = any(sc.is_cluster_dns_name(sc.url_host(ext["url_prefix"])) for ext in extenders)
     record_extra = {"file_created": created, "extenders": [e["urlPrefix"] for e in entries], "replaced": replaced}
-    add, new_record = present_ops(
-        base, cindex, mode, file_path, flag_present, sc.tls_directories(extenders), need_dns, record_extra
-    )
+    tls_dirs = sc.tls_directories(extenders)
+    trust = trust_digests(extenders, read_file)
+    add, new_record = present_ops(base, cindex, mode, file_path, flag_present, tls_dirs, need_dns, record_extra)
+    if trust and (not record or "trust" in record or trust_changed or _apply_doc(base, add) != doc):
+        add, new_record = present_ops(
+            base, cindex, mode, file_path, flag_present, tls_dirs, need_dns, dict(record_extra, trust=trust)
+        )
+    elif trust:
+        result.warnings.append(
+            "the manifest's record was written by an earlier version and does not hold the digests of the CA files "
+            "kube-scheduler trusts; they are recorded at the next change of the manifest (set trust_changed when "
+            "a CA file has been replaced, so that kube-scheduler restarts and loads it)"
+        )
     result.record = new_record
     desired_manifest = _apply_doc(base, add)
     result.annotation = desired_manifest["metadata"]["annotations"][ANNOTATION]

@@ -169,6 +169,16 @@ options:
     description: How many backups to keep per file (the oldest are removed).
     type: int
     default: 5
+  trust_changed:
+    description:
+      - The CA files the extenders trust (C(ca_file)) were just replaced. kube-scheduler reads them only when
+        it starts, so the manifest records a digest of each and a changed CA changes the manifest, which
+        restarts kube-scheduler.
+      - Needed only for a manifest an earlier version annotated without digests (they are otherwise added at
+        its next change, so an upgrade alone restarts nothing); the role P(poweraware.k8s.scheduler_extender#role)
+        sets it when it installs a new CA.
+    type: bool
+    default: false
   root:
     description:
       - Prefix for every file the module reads or writes. Paths inside the manifest and the config
@@ -176,8 +186,10 @@ options:
     type: path
     default: /
 notes:
-  - kube-scheduler restarts when its manifest changes. The role C(poweraware.k8s.scheduler_extender)
-    waits for it to become healthy and restores the backups when it does not.
+  - kube-scheduler restarts when its manifest changes, which includes a changed CA file it trusts (see
+    O(trust_changed)); a renewed client certificate and key are reloaded by kube-scheduler itself (client-go
+    reads them from their files again every five minutes) and restart nothing. The role
+    C(poweraware.k8s.scheduler_extender) waits for it to become healthy and restores the backups when it does not.
 seealso:
   - name: Scheduler Configuration (Kubernetes documentation)
     description: The C(KubeSchedulerConfiguration) API, its versions and the migration notes between them.
@@ -393,7 +405,7 @@ def _plan(module, files, extenders):
         if p["state"] == "present":
             return ms.plan_present(manifest_text, p["manifest_path"], files.read, extenders, p["config_path"],
                                    p["policy_path"], kubernetes_version=p["kubernetes_version"],
-                                   legacy_policy=p["legacy_policy"])  # fmt: skip
+                                   legacy_policy=p["legacy_policy"], trust_changed=p["trust_changed"])  # fmt: skip
         return ms.plan_absent(
             manifest_text,
             p["manifest_path"],
@@ -529,6 +541,7 @@ def argument_spec():
         "extenders": {"type": "list", "elements": "dict", "options": extender},
         "backup_dir": {"type": "path", "default": "/var/lib/poweraware/backups/kube-scheduler"},
         "backup_keep": {"type": "int", "default": 5},
+        "trust_changed": {"type": "bool", "default": False},
         "root": {"type": "path", "default": "/"},
     }
 

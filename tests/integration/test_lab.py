@@ -337,7 +337,9 @@ def test_reboot_brings_the_kernel_back_at_power_on_and_runs_boot_units(lab):
     lab.write_node_file(
         worker,
         unit,
-        "[Unit]\nDescription=lab test\n[Service]\nType=oneshot\nRemainAfterExit=yes\n"
+        # after the collection's boot unit, which re-applies the CPU profiles when the site has run
+        "[Unit]\nDescription=lab test\nAfter=poweraware-cpu-power.service\n"
+        "[Service]\nType=oneshot\nRemainAfterExit=yes\n"
         f"ExecStart=/bin/sh -c 'echo 2000000 > {policy}'\n[Install]\nWantedBy=multi-user.target\n",
     )
     lab.ssh(worker, "systemctl enable lab-test-boot.service && systemctl daemon-reload", sudo=True)
