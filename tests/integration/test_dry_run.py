@@ -42,15 +42,20 @@ def node_files(lab) -> dict[str, str]:
                     path = os.path.join(dirpath, name)
                     if any(v in os.path.relpath(path, root) for v in VOLATILE):
                         continue
-                    info = os.lstat(path)
-                    if root == lab.node_sysfs(node) and not info.st_mode & 0o200:
-                        continue  # read-only counters move by themselves
-                    if os.path.islink(path):
-                        data = os.readlink(path).encode()
-                    elif os.path.isfile(path):
-                        data = pathlib.Path(path).read_bytes()
-                    else:
-                        data = b""
+                    try:
+                        info = os.lstat(path)
+                        if root == lab.node_sysfs(node) and not info.st_mode & 0o200:
+                            continue  # read-only counters move by themselves
+                        if os.path.islink(path):
+                            data = os.readlink(path).encode()
+                        elif os.path.isfile(path):
+                            data = pathlib.Path(path).read_bytes()
+                        else:
+                            data = b""
+                    except FileNotFoundError:
+                        # gone between the listing and the read: a temporary file a process of the lab
+                        # renames over its target (the power meter's .energy_uj.new), never a result
+                        continue
                     head = f"{info.st_mode} {info.st_uid}:{info.st_gid}\n".encode()
                     files[f"{node}:{os.path.relpath(path, root)}"] = hashlib.sha256(head + data).hexdigest()
     return files
