@@ -15,6 +15,13 @@ import subprocess
 import sys
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+# The scheduler_extender role's waits, shortened for the lab: its kubelet notices a manifest change
+# within a second (a real one may take 20 s, which the role's defaults allow for).
+FAST_SCHEDULER_EXTENDER = {
+    "scheduler_extender_settle_seconds": 3,
+    "scheduler_extender_stable_seconds": 3,
+    "scheduler_extender_health_timeout": 45,
+}
 _RECAP = re.compile(
     r"^(?P<host>\S+)\s*:\s*ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+unreachable=(?P<unreachable>\d+)"
     r"\s+failed=(?P<failed>\d+)\s+skipped=(?P<skipped>\d+)\s+rescued=(?P<rescued>\d+)\s+ignored=(?P<ignored>\d+)",

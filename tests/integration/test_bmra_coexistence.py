@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import bmra_fixture
 import pytest
-from ansible_run import REPO_ROOT, run_playbook
+from ansible_run import FAST_SCHEDULER_EXTENDER, REPO_ROOT, run_playbook
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.timeout(3600)]
 
@@ -26,12 +26,6 @@ CLUSTER_STACK = REPO_ROOT / "playbooks" / "cluster_stack.yml"
 SCHEDULER_EXTENDER = REPO_ROOT / "playbooks" / "scheduler_extender.yml"
 COMPONENT_TAGS = ["nfd", "collectd", "prometheus_adapter", "tas"]
 ADOPT = {f"{component}_existing": "adopt" for component in COMPONENT_TAGS}
-# The lab's kubelet notices a manifest change within a second (a real one may take 20 s).
-FAST = {
-    "scheduler_extender_settle_seconds": 3,
-    "scheduler_extender_stable_seconds": 3,
-    "scheduler_extender_health_timeout": 45,
-}
 
 # role -> what its failure message must name
 FAIL_NAMES = {
@@ -116,7 +110,7 @@ def client_pair_state(lab):
 def test_scheduler_extender_fail_stops_before_changing_anything(lab, bmra):
     before = snapshot(lab, bmra)
     pair_before = client_pair_state(lab)
-    result = run_playbook(SCHEDULER_EXTENDER, inventory=lab.inventory, extra_vars=FAST, timeout=900)
+    result = run_playbook(SCHEDULER_EXTENDER, inventory=lab.inventory, extra_vars=FAST_SCHEDULER_EXTENDER, timeout=900)
     assert result.rc != 0 and result.failed >= 1, result
     out = result.stdout
     for text in (
@@ -152,7 +146,7 @@ def test_adopt_uses_bmra_and_deploys_nothing_of_ours(lab, bmra):
 
 def test_scheduler_extender_adopt_keeps_bmra_extender(lab, bmra):
     before = snapshot(lab, bmra)
-    extra = {**FAST, "scheduler_extender_existing": "adopt"}
+    extra = {**FAST_SCHEDULER_EXTENDER, "scheduler_extender_existing": "adopt"}
     first = run_playbook(SCHEDULER_EXTENDER, inventory=lab.inventory, extra_vars=extra, timeout=900)
     assert first.rc == 0 and first.failed == 0, first
     assert (

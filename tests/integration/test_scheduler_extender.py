@@ -23,7 +23,7 @@ import uuid
 
 import pytest
 import yaml
-from ansible_run import REPO_ROOT, run_playbook
+from ansible_run import FAST_SCHEDULER_EXTENDER, REPO_ROOT, run_playbook
 from extender_server import ExtenderServer, issue_server, make_ca
 
 from lab import cluster
@@ -35,12 +35,6 @@ RESOURCE = "telemetry/scheduling"
 TLS_DIR = "/etc/kubernetes/pki/scheduler-extender"
 CONFIG = "/etc/kubernetes/scheduler-extender.yaml"
 NODE_CA = "/etc/kubernetes/pki/lab-test-extender-ca"
-# The lab's kubelet notices a manifest change within a second; a real one may take 20 s (the default).
-FAST = {
-    "scheduler_extender_settle_seconds": 3,
-    "scheduler_extender_stable_seconds": 3,
-    "scheduler_extender_health_timeout": 45,
-}
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +72,7 @@ def extender(lab, pki, node_ca):
 
 def _vars(lab, pki, extender, **extra):
     values = {
-        **FAST,
+        **FAST_SCHEDULER_EXTENDER,
         "scheduler_extender_ca_cert": f"{NODE_CA}/ca.crt",
         "scheduler_extender_ca_key": f"{NODE_CA}/ca.key",
         "scheduler_extender_extenders": [
@@ -124,7 +118,7 @@ def registered(lab, pki, extender):
         assert lab.scheduler_manifest.read_bytes() == expected, "absent did not restore the lab's manifest bytes"
         lab.wait_scheduler_healthy(120)
         if site_registered:
-            again = _run(lab, FAST)
+            again = _run(lab, FAST_SCHEDULER_EXTENDER)
             assert again.rc == 0, again
             assert lab.scheduler_manifest.read_bytes() == original, "the site's registration did not come back"
 

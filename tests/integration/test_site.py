@@ -21,7 +21,7 @@ import uuid
 
 import pytest
 import yaml
-from ansible_run import REPO_ROOT
+from ansible_run import FAST_SCHEDULER_EXTENDER, REPO_ROOT
 from poweraware_testing import documented_images, wait_until
 from site_run import run_site
 
@@ -436,14 +436,6 @@ def test_killed_tas_is_restarted_and_pods_schedule_meanwhile(site, api, lab):
         raise AssertionError(f"{exc}\nTAS's log ends:\n{tail}") from exc
 
 
-# The extender role's waits, shortened: the lab's kubelet notices a manifest change within a second.
-FAST_SCHEDULER = {
-    "scheduler_extender_settle_seconds": 3,
-    "scheduler_extender_stable_seconds": 3,
-    "scheduler_extender_health_timeout": 45,
-}
-
-
 def test_a_rotated_tas_ca_restarts_kube_scheduler_and_pods_still_go_through_tas(site, api, lab):
     """Every TAS certificate forced to renew at once (its CA deleted, as an operator rotates it):
     TAS gets a new serving pair and rolls; kube-scheduler, which reads the CA it trusts only at
@@ -461,7 +453,7 @@ def test_a_rotated_tas_ca_restarts_kube_scheduler_and_pods_still_go_through_tas(
     before = trust()
     assert list(before.values()) == ["sha256:" + hashlib.sha256(old_ca.encode()).hexdigest()[:16]], before
     lab.ssh(lab.control_plane_node, f"rm {pki}/ca.crt {pki}/ca.key", sudo=True)
-    result = run_site(lab, tags=["tas", "scheduler_extender"], extra_vars=FAST_SCHEDULER)
+    result = run_site(lab, tags=["tas", "scheduler_extender"], extra_vars=FAST_SCHEDULER_EXTENDER)
     assert result.rc == 0 and result.failed == 0, result
     new_ca = lab.ssh(lab.control_plane_node, f"cat {pki}/ca.crt", sudo=True).stdout
     assert new_ca != old_ca
