@@ -575,12 +575,16 @@ def plan_present(
     record_extra = {"file_created": created, "extenders": [e["urlPrefix"] for e in entries], "replaced": replaced}
     tls_dirs = sc.tls_directories(extenders)
     trust = trust_digests(extenders, read_file)
+    # A record of an earlier version gets the digests only when told the CA changed, or when the
+    # manifest changes anyway: recording them is a manifest change, which restarts kube-scheduler.
+    if trust and (not record or "trust" in record or trust_changed):
+        record_extra["trust"] = trust
     add, new_record = present_ops(base, cindex, mode, file_path, flag_present, tls_dirs, need_dns, record_extra)
-    if trust and (not record or "trust" in record or trust_changed or _apply_doc(base, add) != doc):
+    if trust and "trust" not in record_extra and _apply_doc(base, add) != doc:
         add, new_record = present_ops(
             base, cindex, mode, file_path, flag_present, tls_dirs, need_dns, dict(record_extra, trust=trust)
         )
-    elif trust:
+    elif trust and "trust" not in record_extra:
         result.warnings.append(
             "the manifest's record was written by an earlier version and does not hold the digests of the CA files "
             "kube-scheduler trusts; they are recorded at the next change of the manifest (set trust_changed when "

@@ -53,16 +53,19 @@ def test_a_new_ca_restarts_kube_scheduler_and_a_new_client_pair_does_not(node):
     assert not run(args(node))["changed"]
 
 
+def as_an_earlier_version_wrote_it(node):
+    """The manifest's annotation without digests, as versions before them wrote it."""
+    manifest = node / MANIFEST.lstrip("/")
+    old = {k: v for k, v in record(node).items() if k != "trust"}
+    current = json.dumps(record(node), sort_keys=True, separators=(",", ":"))
+    manifest.write_text(manifest.read_text().replace(current, json.dumps(old, sort_keys=True, separators=(",", ":"))))
+    assert "trust" not in record(node)
+
+
 def test_an_upgrade_alone_restarts_nothing(node):
     (node / CA.lstrip("/")).write_text("CA one\n")
     run(args(node))
-    # the annotation as an earlier version wrote it, without digests
-    manifest = node / MANIFEST.lstrip("/")
-    old = {k: v for k, v in record(node).items() if k != "trust"}
-    text = manifest.read_text()
-    current = json.dumps(record(node), sort_keys=True, separators=(",", ":"))
-    manifest.write_text(text.replace(current, json.dumps(old, sort_keys=True, separators=(",", ":"))))
-    assert "trust" not in record(node)
+    as_an_earlier_version_wrote_it(node)
 
     again = run(args(node))
     assert not again["changed"]
@@ -75,6 +78,17 @@ def test_an_upgrade_alone_restarts_nothing(node):
     assert rotated["changed"] and rotated["manifest_changed"]
     assert set(record(node)["trust"]) == {CA}
     assert not run(args(node))["changed"]
+
+
+def test_an_earlier_record_gets_the_digests_with_the_next_manifest_change(node):
+    (node / CA.lstrip("/")).write_text("CA one\n")
+    run(args(node))
+    as_an_earlier_version_wrote_it(node)
+    # another extender URL changes the record, so the manifest changes (and restarts) anyway
+    moved = {**EXTENDER, "url_prefix": "https://tas-service.telemetry-aware-scheduling.svc.cluster.local:9443"}
+    result = run({"root": str(node), "extenders": [moved]})
+    assert result["changed"] and result["manifest_changed"]
+    assert set(record(node)["trust"]) == {CA}
 
 
 def test_check_mode_predicts_the_restart(node):
