@@ -4,7 +4,9 @@ A bare-metal node pulls an image and runs its entrypoint; the lab has no registr
 runtime, so an image the lab knows is an executable built from the same project's Go module at the
 version the role deploys (lab/assets.py builds and caches it), or, for collectd, which is C and
 no Go module, the executable of this machine's Debian package (``system_path``, installed by
-``make system-deps``) at Debian's version, which ``why`` justifies; running "the container" means
+``make system-deps``) at Debian's version, which ``why`` justifies, or, for the power demo's
+stress-ng, the lab's own load process (``script``: a stress-ng whose load is simulated, as the
+nodes' CPUs are, lab/stress_ng.py); running "the container" means
 running that executable inside the node with what kubelet gives a container (lab/kubelet_pods.py).
 Every other image stays a kwok-simulated pod: kwok's stages skip the pods whose image is mapped here
 (``kwok_selector``), so exactly one of the two owns each pod's status.
@@ -32,6 +34,10 @@ class Image:
     version: str  # the version the executable is built at (the role's default tag)
     why: str = ""
     system_path: str = ""  # the executable comes from this machine's Debian package, not a Go build
+    script: str = ""  # the executable is this file of the lab (standard library only) run by the node's python3
+    # What the lab's power meter counts as the container's CPU use: "requests" (every other image),
+    # or "stress-ng" (while the container runs, the CPUs its stress-ng arguments stress).
+    cpu_use: str = "requests"
 
     def to_json(self) -> dict:
         return {
@@ -87,7 +93,23 @@ IMAGES = (
         "barometer's image builds collectd 5.12 from source too, with the same two plugins",
         system_path="/usr/sbin/collectd",
     ),
+    Image(
+        repository="docker.io/alexeiled/stress-ng",
+        tag="0.12.05",
+        # Dockerfile: ENTRYPOINT ["/stress-ng"]; the role gives --cpu and --timeout as args
+        entrypoint=("stress-ng",),
+        version="the lab's load process, stress-ng's --cpu, --cpu-load and --timeout",
+        why="the power demo's load: the CPUs it stresses are counted by the lab's power meter while it "
+        "runs (this machine has two cores for all the nodes), and its timeout ends it as stress-ng's does",
+        script="stress_ng.py",
+        cpu_use="stress-ng",
+    ),
 )
+
+
+def stress_images() -> set[str]:
+    """The references whose containers' CPU use is what their stress-ng arguments ask for."""
+    return {image.reference for image in IMAGES if image.cpu_use == "stress-ng"}
 
 
 def system_executables() -> dict[str, pathlib.Path]:
@@ -98,6 +120,24 @@ def system_executables() -> dict[str, pathlib.Path]:
         if image.system_path and os.access(image.system_path, os.X_OK):
             found[image.entrypoint[0]] = pathlib.Path(image.system_path)
     return found
+
+
+SCRIPT_INTERPRETER = "#!/usr/bin/python3\n"  # the nodes' Python (Debian's), as the lab's sshd and sudo are
+
+
+def lab_scripts() -> dict[str, pathlib.Path]:
+    """The images' executables that are files of the lab, by the name the images dir gives them."""
+    here = pathlib.Path(__file__).parent
+    return {image.entrypoint[0]: here / image.script for image in IMAGES if image.script}
+
+
+def _write_if_changed(path: pathlib.Path, data: str, mode: int) -> None:
+    if path.exists() and path.read_text() == data and path.stat().st_mode & 0o777 == mode:
+        return
+    tmp = path.with_name(f".{path.name}.new")
+    tmp.write_text(data)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
 
 
 def image_map() -> dict[str, dict]:
@@ -119,8 +159,11 @@ def kwok_selector() -> dict:
 def prepare_images_dir(binaries: dict[str, pathlib.Path], target: pathlib.Path) -> pathlib.Path:
     """One directory the nodes mount read-only: every executable (hard links into the build cache,
     copies across file systems: a symlink would point into the controller's home, which a node does
-    not see) and the image map."""
+    not see; the lab's scripts written out behind their interpreter line) and the image map."""
     target.mkdir(parents=True, exist_ok=True)
+    for name, source in lab_scripts().items():
+        # a script of the lab becomes an executable of the image: the source behind its interpreter line
+        _write_if_changed(target / name, SCRIPT_INTERPRETER + source.read_text(), 0o755)
     for name, source in {**binaries, **system_executables()}.items():
         link = target / name
         source = source.resolve()
@@ -133,10 +176,5 @@ def prepare_images_dir(binaries: dict[str, pathlib.Path], target: pathlib.Path) 
         except OSError:
             shutil.copy2(source, tmp)
         os.replace(tmp, link)
-    data = json.dumps(image_map(), indent=2, sort_keys=True) + "\n"
-    map_path = target / MAP_FILE
-    if not map_path.exists() or map_path.read_text() != data:
-        tmp = target / f".{MAP_FILE}.new"
-        tmp.write_text(data)
-        os.replace(tmp, map_path)
+    _write_if_changed(target / MAP_FILE, json.dumps(image_map(), indent=2, sort_keys=True) + "\n", 0o644)
     return target

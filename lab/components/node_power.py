@@ -9,9 +9,12 @@ read in place; chosen per lab shape by ``choose_servers`` and recorded in the no
 evenly over the node's packages, wrapping at ``max_energy_range_uj`` as the kernel's counter does.
 The platform zone (psys) counts the whole server's energy.
 
-Utilisation is what the node's pods ask for: the CPU requests of its pods in phase ``Running``
-(every container, each init container's while it runs not counted) over the node's allocatable CPU,
-capped at 100 %; the API is read every ``POLL`` seconds. Each write replaces the counter file
+Utilisation is the CPU the node's pods use over the node's allocatable CPU, capped at 100 %: for
+the pods in phase ``Running``, each container's CPU request (init containers not counted), except
+a container of a stress image (lab/images.py ``cpu_use``, the power demo's stress-ng), which uses
+what its stress-ng arguments stress (lab/stress_ng.py) while its status says it runs, and nothing
+between two runs (the demo's ``--timeout`` ends it, kubelet restarts it after a back-off); the API
+is read every ``POLL`` seconds. Each write replaces the counter file
 atomically (its mode kept: root-only counters stay 0400), so a reader never sees half a number; a
 counter the roles' reboot rebuilt is continued from its new value.
 
@@ -32,7 +35,9 @@ import time
 import urllib.error
 
 from benchmarks import _specpower  # one reader of the data set: the benchmarks'
+from lab import images, stress_ng
 from lab.api import Api
+from lab.kubelet_pods import reference_of, resolve_command
 from lab.process import LabProcess, python_module
 from plugins.module_utils._quantity import parse_cpu_quantity  # the collection's quantity grammar
 
@@ -93,26 +98,37 @@ def cores(quantity: str) -> float:
     return parse_cpu_quantity(str(quantity)) / 1000.0
 
 
-def pod_cpu_requests(pod: dict) -> float:
+def container_cpu(container: dict, running: bool, online: float) -> float:
+    """The CPUs one container of a Running pod uses: a stress image's while it runs (its arguments,
+    the image's entrypoint semantics), any other's request."""
+    if reference_of(str(container.get("image", ""))) in images.stress_images():
+        if not running:
+            return 0.0
+        argv = resolve_command(container, {"entrypoint": ["stress-ng"]}, {})
+        if pathlib.PurePosixPath(argv[0]).name != "stress-ng":
+            return 0.0  # a command that is not stress-ng: the lab runs no load for it
+        return stress_ng.cpus(argv[1:], online)
+    requests = (container.get("resources") or {}).get("requests") or {}
+    return cores(requests["cpu"]) if "cpu" in requests else 0.0
+
+
+def pod_cpu(pod: dict, online: float) -> float:
+    statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("containerStatuses") or []}
     total = 0.0
     for container in (pod.get("spec") or {}).get("containers") or []:
-        requests = (container.get("resources") or {}).get("requests") or {}
-        if "cpu" in requests:
-            total += cores(requests["cpu"])
+        running = "running" in ((statuses.get(container.get("name")) or {}).get("state") or {})
+        total += container_cpu(container, running, online)
     return total
 
 
 def utilisation(pods: list[dict], allocatable: dict[str, float]) -> dict[str, float]:
-    """Per node, percent of its allocatable CPU its Running pods request (0..100)."""
-    requested = dict.fromkeys(allocatable, 0.0)
+    """Per node, percent of its allocatable CPU its Running pods use (0..100)."""
+    used = dict.fromkeys(allocatable, 0.0)
     for pod in pods:
         node = (pod.get("spec") or {}).get("nodeName")
-        if node in requested and (pod.get("status") or {}).get("phase") == "Running":
-            requested[node] += pod_cpu_requests(pod)
-    return {
-        node: min(100.0, 100.0 * requested[node] / allocatable[node]) if allocatable[node] > 0 else 0.0
-        for node in requested
-    }
+        if node in used and (pod.get("status") or {}).get("phase") == "Running":
+            used[node] += pod_cpu(pod, allocatable[node])
+    return {node: min(100.0, 100.0 * used[node] / allocatable[node]) if allocatable[node] > 0 else 0.0 for node in used}
 
 
 @dataclasses.dataclass

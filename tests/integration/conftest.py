@@ -110,13 +110,20 @@ class LabHandle:
     def node_custom_metric(self, metric: str) -> dict[str, float]:
         """node -> value of ``kubectl get --raw /apis/custom.metrics.k8s.io/v1beta1/nodes/*/<metric>``;
         {} while the adapter does not serve it (it relists Prometheus' series every minute)."""
+        return self._custom_metric(f"nodes/*/{metric}")
+
+    def pod_custom_metric(self, namespace: str, metric: str) -> dict[str, float]:
+        """pod -> value of ``.../v1beta1/namespaces/<namespace>/pods/*/<metric>`` (an HPA's Pods metric)."""
+        return self._custom_metric(f"namespaces/{namespace}/pods/*/{metric}")
+
+    def _custom_metric(self, path: str) -> dict[str, float]:
         from kubernetes.client.rest import ApiException
 
         api_client = self.api_client()
         try:
             response = api_client.call_api(
                 "GET",
-                f"{api_client.configuration.host}/apis/custom.metrics.k8s.io/v1beta1/nodes/*/{metric}",
+                f"{api_client.configuration.host}/apis/custom.metrics.k8s.io/v1beta1/{path}",
                 header_params={"Accept": "application/json"},
             )
         except ApiException:

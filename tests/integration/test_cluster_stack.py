@@ -144,7 +144,7 @@ def test_tas_certificates(converged, lab):
 def test_tas_secret_holds_the_files(converged, api, lab):
     import base64
 
-    secret = api["core"].read_namespaced_secret("tas-tls", TAS_NS)
+    secret = api["core"].read_namespaced_secret("extender-secret", TAS_NS)  # the name TAS's docs use
     assert secret.type == "kubernetes.io/tls"
     for key, name in (("tls.crt", "tls.crt"), ("tls.key", "tls.key"), ("ca.crt", "ca.crt")):
         assert base64.b64decode(secret.data[key]) == (pki_dir(lab) / name).read_bytes(), key
@@ -153,6 +153,9 @@ def test_tas_secret_holds_the_files(converged, api, lab):
 def test_tas_deployment_on_the_control_plane(converged, api, lab):
     deployment = api["apps"].read_namespaced_deployment("telemetry-aware-scheduling", TAS_NS)
     assert deployment.status.available_replicas == 1
+    # TAS's docs' command finds it: kubectl logs -l app=tas -n telemetry-aware-scheduling
+    (pod,) = api["core"].list_namespaced_pod(TAS_NS, label_selector="app=tas").items
+    assert pod.metadata.labels["app.kubernetes.io/name"] == "telemetry-aware-scheduling"
     spec = deployment.spec.template.spec
     container = spec.containers[0]
     assert container.image == "docker.io/intel/telemetry-aware-scheduling:0.7.0"
@@ -296,20 +299,30 @@ def test_check_mode_reports_a_pending_change(converged, lab, api):
 
 # --- power demo ------------------------------------------------------------------------------------
 def test_power_demo(converged, api, lab):
+    """In the policy's existing namespace (default): the demo's objects, nothing changed on the
+    namespace (it is not ours), idempotent, removed with state=absent. The demo scaling in its own
+    namespace is test_site.py's."""
     demo = {"poweraware_enable_power_demo": True}
+    labels_before = api["core"].read_namespace("default").metadata.labels
     try:
         result = run(lab, tags=["power_demo"], extra_vars=demo)
         assert result.rc == 0 and result.changed == 1, result
-        hpa = api["autoscaling"].read_namespaced_horizontal_pod_autoscaler("power-hungry-application", "default")
+        assert api["core"].read_namespace("default").metadata.labels == labels_before
+        hpa = api["autoscaling"].read_namespaced_horizontal_pod_autoscaler("power-autoscaler", "default")
         (metric,) = hpa.spec.metrics
         assert metric.type == "Pods" and metric.pods.metric.name == "node_package_power_per_pod"
         assert metric.pods.target.type == "AverageValue" and metric.pods.target.average_value == "50"
+        assert hpa.spec.behavior.scale_down.stabilization_window_seconds == 300  # Kubernetes' default kept
         deployment = api["apps"].read_namespaced_deployment("power-hungry-application", "default")
         template = deployment.spec.template
         assert template.metadata.labels["telemetry-policy"] == POLICY
-        assert template.spec.containers[0].resources.limits["telemetry/scheduling"] == "1"
+        assert template.metadata.labels["app"] == "power-hungry-application"  # the demo's label
+        (container,) = template.spec.containers
+        assert container.args == ["--cpu", "12", "--timeout", "300s"]  # the demo's load
+        assert container.resources.limits["telemetry/scheduling"] == "1"
         again = run(lab, tags=["power_demo"], extra_vars=demo)
         assert again.rc == 0 and again.changed == 0, again
     finally:
         removed = run(lab, tags=["power_demo"], extra_vars={**demo, "power_demo_state": "absent"})
         assert removed.rc == 0, removed
+    assert not api["autoscaling"].list_namespaced_horizontal_pod_autoscaler("default").items

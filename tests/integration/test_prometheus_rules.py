@@ -174,22 +174,31 @@ def test_collectd_to_prometheus_to_adapter_queries(collectd_run, fake_kube_state
     )
     try:
         deadline = time.monotonic() + 60
-        avg = per_pod = []
+        avg = per_pod = watts_per_pod = []
         while time.monotonic() < deadline:
             try:
                 avg = _prom_query(prom_port, "/api/v1/query", query="node_package_power_avg")["result"]
                 per_pod = _prom_query(prom_port, "/api/v1/query", query="node_package_power_per_pod")["result"]
+                watts_per_pod = _prom_query(prom_port, "/api/v1/query", query="node_package_power_watts_per_pod")[
+                    "result"
+                ]
             except OSError:
                 pass
-            if avg and per_pod:
+            if avg and per_pod and watts_per_pod:
                 break
             time.sleep(0.5)
         assert avg, (tmp_path / "prometheus.log").read_text()[-3000:]
         # package-0: 80 W of 200 W, package-1: 50 W of 150 W (package-2 unreadable: no power, not averaged)
         assert [r["metric"] for r in avg] == [{"__name__": "node_package_power_avg", "node": "lab-node"}]
-        assert float(avg[0]["value"][1]) == pytest.approx(100 * (80 / 200 + 50 / 150) / 2, rel=0.05)
+        percent = 100 * (80 / 200 + 50 / 150) / 2
+        assert float(avg[0]["value"][1]) == pytest.approx(percent, rel=0.05)
+        # the demo's meaning: each running pod carries its node's percent of TDP
         assert sorted(r["metric"]["pod"] for r in per_pod) == ["a", "b"]
         for r in per_pod:
+            assert float(r["value"][1]) == pytest.approx(percent, rel=0.05)
+        # ours: the node's watts shared by its running pods
+        assert sorted(r["metric"]["pod"] for r in watts_per_pod) == ["a", "b"]
+        for r in watts_per_pod:
             assert float(r["value"][1]) == pytest.approx((80 + 50) / 2, rel=0.05)
 
         # The adapter's series queries against this Prometheus, and the names it would serve.
@@ -202,7 +211,7 @@ def test_collectd_to_prometheus_to_adapter_queries(collectd_run, fake_kube_state
                 served.setdefault(kinds, set()).add(served_name(rule, labels["__name__"]))
         assert served == {
             "node": {"package_power_avg", "package_power_watts"},
-            "namespace,pod": {"node_package_power_per_pod"},
+            "namespace,pod": {"node_package_power_per_pod", "node_package_power_watts_per_pod"},
         }
     finally:
         proc.terminate()

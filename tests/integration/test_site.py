@@ -22,6 +22,7 @@ import uuid
 import pytest
 import yaml
 from ansible_run import FAST_SCHEDULER_EXTENDER, REPO_ROOT
+from kubernetes.utils import parse_quantity
 from poweraware_testing import documented_images, wait_until
 from site_run import run_site
 
@@ -436,13 +437,161 @@ def test_killed_tas_is_restarted_and_pods_schedule_meanwhile(site, api, lab):
         raise AssertionError(f"{exc}\nTAS's log ends:\n{tail}") from exc
 
 
+DEMO_NAMESPACE = "power-demo"  # the TAS power demo's
+DEMO_TARGET = 50  # power_demo_hpa_target: percent of TDP, the demo's
+OLD_HPA = "power-hungry-application"  # the HPA of earlier versions of power_demo
+
+
+def _demo_run(lab, tags=("tas_policy", "power_demo"), **extra):
+    demo = {
+        "poweraware_enable_power_demo": True,
+        "tas_policy_namespace": DEMO_NAMESPACE,
+        "power_demo_namespace": DEMO_NAMESPACE,
+        # the demo's README: TAS keeps pods off nodes above 80 percent of their TDP
+        "tas_policy_max_tdp_percent": 80,
+        **extra,
+    }
+    return run_site(lab, extra_vars=demo, tags=list(tags))
+
+
+def _demo_pods(core) -> list:
+    pods = core.list_namespaced_pod(DEMO_NAMESPACE, label_selector="app=power-hungry-application").items
+    return [p for p in pods if p.metadata.deletion_timestamp is None]
+
+
+def test_the_power_demo_scales_out_on_node_power_and_back_in(site, api, lab):
+    """The TAS power demo as its README describes it, in its namespace power-demo, which nothing
+    made beforehand (tas_policy creates it before the policy). Its stress-ng pods (the lab's load
+    process: the power meter counts the CPUs they stress while they run) raise their nodes' power;
+    node_package_power_per_pod carries each pod's node's percent of TDP (the demo's meaning: within
+    5 % of the simulated power); the HPA power-autoscaler scales out above 50 (percent of TDP) to
+    its maximum of 3, and back in once the pods' load drops. An HPA that an earlier version named
+    after the Deployment is removed, and the old watts variable is refused before anything changes
+    (idempotence and the defaults: test_cluster_stack.py's test_power_demo)."""
+    core, autoscaling = api["core"], api["autoscaling"]
+    assert DEMO_NAMESPACE not in {n.metadata.name for n in core.list_namespace().items}
+
+    refused = _demo_run(lab, tags=["power_demo"], power_demo_hpa_target_watts=50)
+    assert refused.rc != 0 and "power_demo_hpa_target_watts is gone" in refused.stdout, refused
+    assert DEMO_NAMESPACE not in {n.metadata.name for n in core.list_namespace().items}, (
+        "the refused run changed things"
+    )
+
+    # Enough CPUs per pod that every worker's node runs above 1.2 x the target under one demo pod.
+    allocatable = min(float(core.read_node(n).status.allocatable["cpu"]) for n in lab.worker_nodes)
+    servers = {s.id: s for s in _specpower.load_servers(node_power.servers_csv())}
+    needed = 0
+    for simulated in lab.simulated_power().values():
+        server = servers[simulated["server"]]
+        per_package = simulated["packages"] * simulated["package_tdp_w"]
+        needed = max(needed, next(u for u in range(101) if 100 * _specpower.true_power(server, u) / per_package >= 62))
+    workers = math.ceil(needed / 100 * allocatable)
+    fast = {"power_demo_cpu_workers": workers, "power_demo_hpa_scale_down_stabilization_seconds": 5}
+    started = time.monotonic()
+    history: list[tuple[float, int, float | None]] = []
+    try:
+        first = _demo_run(lab, **fast)
+        assert first.rc == 0 and first.changed > 0, first
+        namespace = core.read_namespace(DEMO_NAMESPACE)
+        assert namespace.metadata.labels["pod-security.kubernetes.io/enforce"] == "restricted"
+        (hpa,) = autoscaling.list_namespaced_horizontal_pod_autoscaler(DEMO_NAMESPACE).items
+        (metric,) = hpa.spec.metrics
+        assert hpa.metadata.name == "power-autoscaler" and metric.pods.metric.name == "node_package_power_per_pod"
+        assert metric.pods.target.average_value == "50"
+
+        def replicas(condition):
+            hpa = autoscaling.read_namespaced_horizontal_pod_autoscaler("power-autoscaler", DEMO_NAMESPACE)
+            current = (hpa.status.current_metrics or [None])[0]
+            value = float(parse_quantity(current.pods.current.average_value)) if current and current.pods else None
+            count = hpa.status.current_replicas or 0
+            if not history or history[-1][1:] != (count, value):
+                history.append((round(time.monotonic() - started), count, value))
+            return condition(count, value) and count
+
+        wait_until(lambda: replicas(lambda n, _v: n >= 3), 420, "power-autoscaler at 3 replicas", interval=3)
+        peak = history[-1]
+        pods = wait_until(
+            lambda: len(p := _demo_pods(core)) == 3 and all(x.spec.node_name for x in p) and p, 60, "3 pods"
+        )
+        assert len({p.spec.node_name for p in pods}) == 3, pods  # TAS put each new pod on another node
+
+        # An HPA an earlier version named after the Deployment; the next run removes it.
+        autoscaling.create_namespaced_horizontal_pod_autoscaler(
+            DEMO_NAMESPACE,
+            {
+                "metadata": {"name": OLD_HPA, "labels": {"app.kubernetes.io/managed-by": "poweraware.k8s"}},
+                "spec": {
+                    "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": OLD_HPA},
+                    "maxReplicas": 3,
+                    "metrics": [
+                        {
+                            "type": "Pods",
+                            "pods": {
+                                "metric": {"name": "node_package_power_watts_per_pod"},
+                                "target": {"type": "AverageValue", "averageValue": "50"},
+                            },
+                        }
+                    ],
+                },
+            },
+        )
+        # The pods' load drops (the user lightens the workload): the HPA scales back in.
+        lighter = _demo_run(lab, **{**fast, "power_demo_cpu_workers": 1})
+        assert lighter.rc == 0 and lighter.changed == 2, lighter  # the Deployment, and the old HPA removed
+        hpas = [h.metadata.name for h in autoscaling.list_namespaced_horizontal_pod_autoscaler(DEMO_NAMESPACE).items]
+        assert hpas == ["power-autoscaler"], hpas
+        wait_until(
+            lambda: replicas(lambda n, v: n < 3 and v is not None and v < DEMO_TARGET),
+            300,
+            "power-autoscaler scaled back in",
+            interval=3,
+        )
+
+        def per_pod_matches():
+            # the demo's meaning: each pod carries its node's percent of TDP, as the meter draws it
+            simulated = lab.simulated_power()
+            served = lab.pod_custom_metric(DEMO_NAMESPACE, "node_package_power_per_pod")
+            running = [p for p in _demo_pods(core) if p.status.phase == "Running"]
+            pairs = {
+                p.metadata.name: (served.get(p.metadata.name), simulated[p.spec.node_name]["tdp_percent"])
+                for p in running
+            }
+            ok = running and all(v is not None and abs(v - want) <= 0.05 * want for v, want in pairs.values())
+            return ok and pairs
+
+        pairs = wait_until(
+            per_pod_matches,
+            120,
+            "node_package_power_per_pod of every demo pod at its node's percent of TDP",
+            interval=3,
+        )
+    finally:
+        print(f"PROOF power demo history (s since the first run, replicas, node_package_power_per_pod): {history}")
+        removed = _demo_run(lab, power_demo_state="absent", tas_policy_state="absent")
+        assert removed.rc == 0, removed
+        # the namespace stays (the policy may live there): the demo's user deletes it, as here
+        core.delete_namespace(DEMO_NAMESPACE)
+        wait_until(
+            lambda: DEMO_NAMESPACE not in {n.metadata.name for n in core.list_namespace().items},
+            120,
+            "namespace power-demo gone",
+        )
+    print(f"PROOF power demo: {workers} CPUs stressed per pod; peak {peak}; per-pod metric vs simulated {pairs}")
+
+
 def test_a_rotated_tas_ca_restarts_kube_scheduler_and_pods_still_go_through_tas(site, api, lab):
     """Every TAS certificate forced to renew at once (its CA deleted, as an operator rotates it):
     TAS gets a new serving pair and rolls; kube-scheduler, which reads the CA it trusts only at
     start, is restarted by the manifest's changed CA digest and gets a new client pair; the next pod
-    of the power policy goes through TAS's filter, and no pod fails to schedule."""
+    of the power policy goes through TAS's filter, and no pod fails to schedule. The same run removes
+    the TLS Secret an earlier version of the role named tas-tls (TAS now mounts extender-secret)."""
     core = api["core"]
     pki = "/etc/kubernetes/pki/tas"
+    earlier = {"app.kubernetes.io/name": "telemetry-aware-scheduling", "app.kubernetes.io/managed-by": "poweraware.k8s"}
+    core.create_namespaced_secret(
+        "telemetry-aware-scheduling",
+        {"metadata": {"name": "tas-tls", "labels": earlier}, "type": "Opaque", "data": {}},
+    )
     old_ca = lab.ssh(lab.control_plane_node, f"cat {pki}/ca.crt", sudo=True).stdout
     old_tas = _tas_pod(core).metadata.name
 
@@ -460,6 +609,8 @@ def test_a_rotated_tas_ca_restarts_kube_scheduler_and_pods_still_go_through_tas(
     after = trust()
     assert list(after.values()) == ["sha256:" + hashlib.sha256(new_ca.encode()).hexdigest()[:16]], after
     assert "TASK [poweraware.k8s.scheduler_extender : Verify kube-scheduler after the change" in result.stdout
+    secrets = {s.metadata.name for s in core.list_namespaced_secret("telemetry-aware-scheduling").items}
+    assert "extender-secret" in secrets and "tas-tls" not in secrets, secrets
     lab.wait_scheduler_healthy(60)
 
     def rolled():
@@ -573,7 +724,8 @@ def test_dry_run_names_the_drift_and_the_real_run_fixes_it(site, api, lab):
     """Drift made by hand after the converge: a Deployment's image changed (kubectl set image), a
     node's CPU profile changed in sysfs, a CRD deleted (which deletes its custom resources). The dry
     run of the components concerned (their tags) names exactly those and nothing else; the real run
-    then restores them (docs/site.md, "Dry run")."""
+    then restores each of them (docs/site.md, "Dry run"). That a run after a converge changes
+    nothing is the site fixture's re-run and check mode."""
     worker = lab.worker_nodes[1]
     scaling_min = "/sys/devices/system/cpu/cpu2/cpufreq/scaling_min_freq"
     profile_min = lab.ssh(worker, f"cat {scaling_min}").stdout.strip()
@@ -635,8 +787,6 @@ def test_dry_run_names_the_drift_and_the_real_run_fixes_it(site, api, lab):
     )
     rules = api["custom"].list_cluster_custom_object("nfd.k8s-sigs.io", "v1alpha1", "nodefeaturerules")["items"]
     assert [r["metadata"]["name"] for r in rules] == ["poweraware-power-features"]
-    again = run_site(lab, check=True, tags=DRIFT_TAGS)
-    assert again.rc == 0 and again.changed == 0, again
 
 
 def _changed_tasks(stdout: str) -> set[tuple[str, str]]:

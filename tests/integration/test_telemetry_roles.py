@@ -97,6 +97,8 @@ def test_kube_state_metrics_running_with_least_privilege(lab, converged):
 
 def test_prometheus_gets_the_rule_file_and_namespaced_rbac(lab, converged):
     _wait_pods(lab, NS, "app.kubernetes.io/name=prometheus", 1)
+    # and by the labels the power demo's command selects it with
+    assert len(_wait_pods(lab, NS, "app=prometheus,component=server", 1)) == 1
     core = _core(lab)
     rules_cm = core.read_namespaced_config_map("prometheus-rules", NS)
     assert rules_cm.data["power_rules.yml"] == RULES.read_text()  # the file the promtool tests use
@@ -138,6 +140,8 @@ def test_adapter_tls_apiservice_and_naming(lab, converged):
     assert node_rule["name"] == {"matches": "^node_(.*)$", "as": "${1}"}
     assert node_rule["resources"] == {"overrides": {"node": {"resource": "node"}}}
     _wait_pods(lab, ADAPTER_NS, "app.kubernetes.io/name=prometheus-adapter", 1)
+    # and by the label TAS's docs select it with
+    assert len(_wait_pods(lab, ADAPTER_NS, "app=custom-metrics-apiserver", 1)) == 1
 
 
 def test_adapter_runs_for_real_behind_the_aggregator(lab, converged):

@@ -46,6 +46,42 @@ def test_utilisation_counts_running_pods_requests_per_node():
     assert node_power.utilisation(pods, {"w1": 4.0, "w2": 16.0, "w3": 32.0}) == {"w1": 50.0, "w2": 25.0, "w3": 100.0}
 
 
+STRESS = "docker.io/alexeiled/stress-ng:0.12.05"
+
+
+def stress_pod(node, args, state="running", image=STRESS, command=None, request="12"):
+    container = {"name": "stress-ng", "image": image, "args": args, "resources": {"requests": {"cpu": request}}}
+    if command:
+        container["command"] = command
+    return {
+        "spec": {"nodeName": node, "containers": [container]},
+        "status": {"phase": "Running", "containerStatuses": [{"name": "stress-ng", "state": {state: {}}}]},
+    }
+
+
+def test_a_stress_container_uses_what_its_arguments_stress_while_it_runs():
+    allocatable = {"w1": 32.0}
+    running = stress_pod("w1", ["--cpu", "12", "--timeout", "300s"])
+    assert node_power.utilisation([running], allocatable) == {"w1": 37.5}
+    # between two runs (the timeout ended it, kubelet's back-off): nothing, though the pod requests 12
+    assert node_power.utilisation([stress_pod("w1", ["--cpu", "12"], state="terminated")], allocatable) == {"w1": 0.0}
+    # not its request: what it stresses (--cpu-load is per worker; 0 workers: every CPU)
+    assert node_power.utilisation([stress_pod("w1", ["--cpu", "8", "--cpu-load=50"], request="1")], allocatable) == {
+        "w1": 12.5
+    }
+    assert node_power.utilisation([stress_pod("w1", ["-c", "0"])], allocatable) == {"w1": 100.0}
+    # arguments stress-ng refuses: the process never ran
+    assert node_power.utilisation([stress_pod("w1", ["--cpu", "x"])], allocatable) == {"w1": 0.0}
+    # a digest after the tag is the same image; a command that is not stress-ng runs no load
+    pinned = stress_pod("w1", ["--cpu", "4"], image=STRESS + "@sha256:" + "a" * 64)
+    assert node_power.utilisation([pinned], allocatable) == {"w1": 12.5}
+    assert node_power.utilisation([stress_pod("w1", ["60"], command=["sleep"])], allocatable) == {"w1": 0.0}
+    # another tag of the image is not the lab's load process: kwok's pod, its request counts
+    assert node_power.utilisation(
+        [stress_pod("w1", ["--cpu", "4"], image="docker.io/alexeiled/stress-ng:0.13")], allocatable
+    ) == {"w1": 37.5}
+
+
 def test_energy_follows_the_curve_split_over_packages_and_wraps(tmp_path):
     sysfs = fake_sysfs.build_tree(tmp_path / "sys", "intel_idle_uncore", energy_readable=False)  # 2 packages
     control = sysfs / node_power.POWERCAP

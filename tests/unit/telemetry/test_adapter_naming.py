@@ -91,6 +91,7 @@ SERIES = [
     {"__name__": "node_package_power_avg", "node": "worker-1"},
     {"__name__": "node_package_power_watts", "node": "worker-1"},
     {"__name__": "node_package_power_per_pod", "namespace": "demo", "pod": "stress-1", "node": "worker-1"},
+    {"__name__": "node_package_power_watts_per_pod", "namespace": "demo", "pod": "stress-1", "node": "worker-1"},
     {"__name__": "poweraware:pod_running_on_node", "namespace": "demo", "pod": "stress-1", "node": "worker-1"},
     {"__name__": "collectd_rapl_power", "node": "worker-1", "rapl": "package-0", "type": "package"},
     {"__name__": "kube_pod_info", "namespace": "demo", "pod": "stress-1", "node": "worker-1"},
@@ -118,6 +119,7 @@ def test_nothing_else_is_served():
         ("node", "package_power_avg"),
         ("node", "package_power_watts"),
         ("namespace,pod", "node_package_power_per_pod"),
+        ("namespace,pod", "node_package_power_watts_per_pod"),
     }
 
 

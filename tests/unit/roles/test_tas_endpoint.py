@@ -1,0 +1,71 @@
+"""The roles that reach TAS find it where the tas role puts it.
+
+The scheduler extender's URL and CA, and the service account tas_policy grants node labelling to,
+are derived from the tas role's variables (tas_service_name, tas_namespace, tas_cluster_domain,
+tas_port, tas_pki_dir): set one in the inventory and kube-scheduler calls the new address. Outside
+the tas role those variables are not defined unless the inventory sets them, so each use falls back
+to a literal, which must be the tas role's default.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import pytest
+import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+
+ROLES = pathlib.Path(__file__).resolve().parents[3] / "roles"
+FALLBACK = re.compile(r"\b(tas_[a-z_]+)\s*\|\s*default\(([^()]*)\)")
+
+
+def defaults(role: str) -> dict:
+    return yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text())
+
+
+def render(variables: dict, text: str):
+    return Templar(loader=DataLoader(), variables=variables).template(trust_as_template(text))
+
+
+def extender_url(variables: dict) -> str:
+    return render(variables, defaults("scheduler_extender")["scheduler_extender_extenders"][0]["url_prefix"])
+
+
+def test_the_extender_calls_the_service_the_tas_role_makes():
+    tas = defaults("tas")
+    assert extender_url({}) == (
+        f"https://{tas['tas_service_name']}.{tas['tas_namespace']}.svc.{tas['tas_cluster_domain']}:{tas['tas_port']}"
+    )
+
+
+@pytest.mark.parametrize("port", [9443, "9443"])  # inventory YAML, and -e tas_port=9443
+def test_a_moved_tas_moves_the_extender_url_ca_and_the_labelling_grant(port):
+    moved = {
+        "tas_namespace": "scheduling",
+        "tas_service_name": "tas",
+        "tas_cluster_domain": "k8s.example",
+        "tas_port": port,
+        "tas_pki_dir": "/etc/pki/tas",
+    }
+    assert extender_url(moved) == "https://tas.scheduling.svc.k8s.example:9443"
+    extender = defaults("scheduler_extender")
+    assert render(moved, extender["scheduler_extender_ca_cert"]) == "/etc/pki/tas/ca.crt"
+    assert render(moved, extender["scheduler_extender_ca_key"]) == "/etc/pki/tas/ca.key"
+    assert render(moved, defaults("tas_policy")["tas_policy_tas_namespace"]) == "scheduling"
+
+
+def test_every_fallback_is_the_tas_roles_default():
+    tas = defaults("tas")
+    found = []
+    for path in sorted(ROLES.glob("*/defaults/main.yml")):
+        if path.parts[-3] == "tas":
+            continue
+        for name, literal in FALLBACK.findall(path.read_text()):
+            found.append(name)
+            assert name in tas, f"{path}: {name} is not a variable of the tas role"
+            assert yaml.safe_load(literal) == tas[name], (
+                f"{path}: {name} falls back to {literal}, the tas role has {tas[name]!r}"
+            )
+    assert {"tas_service_name", "tas_namespace", "tas_cluster_domain", "tas_port", "tas_pki_dir"} <= set(found)
