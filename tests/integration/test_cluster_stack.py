@@ -300,13 +300,38 @@ def test_check_mode_reports_a_pending_change(converged, lab, api):
 # --- power demo ------------------------------------------------------------------------------------
 def test_power_demo(converged, api, lab):
     """In the policy's existing namespace (default): the demo's objects, nothing changed on the
-    namespace (it is not ours), idempotent, removed with state=absent. The demo scaling in its own
-    namespace is test_site.py's."""
+    namespace (it is not ours), the HPA of an earlier version removed, idempotent, removed with
+    state=absent. The demo scaling in its own namespace is test_site.py's."""
     demo = {"poweraware_enable_power_demo": True}
     labels_before = api["core"].read_namespace("default").metadata.labels
+    # the HPA an earlier version of the role named after the Deployment: the run removes it
+    api["autoscaling"].create_namespaced_horizontal_pod_autoscaler(
+        "default",
+        {
+            "metadata": {
+                "name": "power-hungry-application",
+                "labels": {"app.kubernetes.io/managed-by": "poweraware.k8s"},
+            },
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "power-hungry-application"},
+                "maxReplicas": 3,
+                "metrics": [
+                    {
+                        "type": "Pods",
+                        "pods": {
+                            "metric": {"name": "node_package_power_watts_per_pod"},
+                            "target": {"type": "AverageValue", "averageValue": "50"},
+                        },
+                    }
+                ],
+            },
+        },
+    )
     try:
         result = run(lab, tags=["power_demo"], extra_vars=demo)
-        assert result.rc == 0 and result.changed == 1, result
+        assert result.rc == 0 and result.changed == 2, result  # the demo applied, the old HPA removed
+        hpas = [h.metadata.name for h in api["autoscaling"].list_namespaced_horizontal_pod_autoscaler("default").items]
+        assert hpas == ["power-autoscaler"], hpas
         assert api["core"].read_namespace("default").metadata.labels == labels_before
         hpa = api["autoscaling"].read_namespaced_horizontal_pod_autoscaler("power-autoscaler", "default")
         (metric,) = hpa.spec.metrics
