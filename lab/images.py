@@ -23,6 +23,8 @@ import os
 import pathlib
 import shutil
 
+from lab.pki import atomic_write
+
 MAP_FILE = "image-map.json"
 
 
@@ -107,9 +109,10 @@ IMAGES = (
 )
 
 
-def stress_images() -> set[str]:
-    """The references whose containers' CPU use is what their stress-ng arguments ask for."""
-    return {image.reference for image in IMAGES if image.cpu_use == "stress-ng"}
+def stress_images() -> dict[str, dict]:
+    """The images whose containers' CPU use is what their stress-ng arguments ask for, by reference
+    (as in the image map: the entrypoint the container's args follow)."""
+    return {image.reference: image.to_json() for image in IMAGES if image.cpu_use == "stress-ng"}
 
 
 def system_executables() -> dict[str, pathlib.Path]:
@@ -132,12 +135,8 @@ def lab_scripts() -> dict[str, pathlib.Path]:
 
 
 def _write_if_changed(path: pathlib.Path, data: str, mode: int) -> None:
-    if path.exists() and path.read_text() == data and path.stat().st_mode & 0o777 == mode:
-        return
-    tmp = path.with_name(f".{path.name}.new")
-    tmp.write_text(data)
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
+    if not (path.exists() and path.read_text() == data and path.stat().st_mode & 0o777 == mode):
+        atomic_write(path, data, mode)
 
 
 def image_map() -> dict[str, dict]:

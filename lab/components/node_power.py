@@ -98,15 +98,19 @@ def cores(quantity: str) -> float:
     return parse_cpu_quantity(str(quantity)) / 1000.0
 
 
+STRESS_IMAGES = images.stress_images()  # the table does not change while the meter runs
+
+
 def container_cpu(container: dict, running: bool, online: float) -> float:
     """The CPUs one container of a Running pod uses: a stress image's while it runs (its arguments,
     the image's entrypoint semantics), any other's request."""
-    if reference_of(str(container.get("image", ""))) in images.stress_images():
+    image = STRESS_IMAGES.get(reference_of(str(container.get("image", ""))))
+    if image is not None:
         if not running:
             return 0.0
-        argv = resolve_command(container, {"entrypoint": ["stress-ng"]}, {})
-        if pathlib.PurePosixPath(argv[0]).name != "stress-ng":
-            return 0.0  # a command that is not stress-ng: the lab runs no load for it
+        argv = resolve_command(container, image, {})
+        if pathlib.PurePosixPath(argv[0]).name != image["entrypoint"][0]:
+            return 0.0  # a command that is not the image's stress-ng: the lab runs no load for it
         return stress_ng.cpus(argv[1:], online)
     requests = (container.get("resources") or {}).get("requests") or {}
     return cores(requests["cpu"]) if "cpu" in requests else 0.0
