@@ -105,11 +105,21 @@ class LabConfig:
 
     @property
     def nodes(self) -> list[nodes.Node]:
-        found = [nodes.Node(self.control_plane, nodes.node_address(0, True), True)]
         try:
             servers = self.power_servers()
         except node_power.NoData:
             servers = ()  # `lab up` says what is missing (it reads power_servers); the rest works without
+        # the control plane is a server too: it draws power, and collectd meters it as on any node
+        control = servers[-1] if servers else None
+        found = [
+            nodes.Node(
+                self.control_plane,
+                nodes.node_address(0, True),
+                True,
+                power_server=control.id if control else "",
+                tdp_w=node_power.package_tdp_w(control, self.packages) if control else None,
+            )
+        ]
         for i, name in enumerate(self.worker_names, 1):
             server = servers[i - 1] if servers else None
             found.append(
@@ -129,7 +139,8 @@ class LabConfig:
         return int(fake_sysfs.SCENARIOS[self.sysfs_scenario].get("packages") or 1)
 
     def power_servers(self) -> tuple:
-        """The SPECpower server of each worker (lab/components/node_power.py); NoData without the data set."""
+        """The SPECpower server of each worker, then the control plane's (lab/components/node_power.py);
+        NoData without the data set."""
         return node_power.lab_servers(self.workers, self.packages)
 
     def port(self, name: str) -> int:

@@ -1,9 +1,10 @@
-"""The lab's power meter: each worker's RAPL energy counters advance as a real server's would.
+"""The lab's power meter: each node's RAPL energy counters advance as a real server's would.
 
-A bare-metal worker draws power that follows its CPU load, and its RAPL ``energy_uj`` counters
+A bare-metal node draws power that follows its CPU load, and its RAPL ``energy_uj`` counters
 count that energy. The lab's fake kernels (lab/fake_sysfs.py) are plain files, so this process plays
-the hardware: each worker is a SPECpower_ssj2008 server (``../shared/data/specpower/servers.csv``,
-read in place; chosen per lab shape by ``choose_servers`` and recorded in the node's label
+the hardware: each node (the workers and the control plane) is a SPECpower_ssj2008 server
+(``../shared/data/specpower/servers.csv``, read in place; chosen per lab shape by ``choose_servers``
+and ``choose_control_plane_server`` and recorded in the node's label
 ``lab.poweraware.io/specpower-server``), and every ``TICK`` seconds it adds to each package zone's
 ``energy_uj`` the energy the server's curve gives at the node's current CPU utilisation, split
 evenly over the node's packages, wrapping at ``max_energy_range_uj`` as the kernel's counter does.
@@ -62,14 +63,16 @@ class NoData(RuntimeError):
 
 @functools.lru_cache(maxsize=8)
 def lab_servers(workers: int, packages: int) -> tuple[_specpower.Server, ...]:
-    """The servers of a lab with ``workers`` workers of ``packages`` RAPL packages each."""
+    """The servers of a lab with ``workers`` workers of ``packages`` RAPL packages each, one per
+    worker, then the control plane's (``choose_control_plane_server``)."""
     path = servers_csv()
     if not path.is_file():
         raise NoData(
             f"the lab's workers are SPECpower servers, and {path} is missing: set SHARED_DATA to the "
             "folder that holds specpower/servers.csv (the workspace's shared/data)"
         )
-    return tuple(choose_servers(_specpower.load_servers(path), workers, packages))
+    servers = _specpower.load_servers(path)
+    return (*choose_servers(servers, workers, packages), choose_control_plane_server(servers, packages))
 
 
 def choose_servers(servers: list[_specpower.Server], workers: int, packages: int) -> list[_specpower.Server]:
@@ -85,6 +88,17 @@ def choose_servers(servers: list[_specpower.Server], workers: int, packages: int
     pool.sort(key=lambda s: (s.idle_w, s.peak_w, s.id))
     picked = [pool[min(len(pool) - 1, int((i + 0.5) * len(pool) / workers))] for i in range(workers)]
     return picked
+
+
+def choose_control_plane_server(servers: list[_specpower.Server], packages: int) -> _specpower.Server:
+    """The control plane's server: the median of the workers' pool by idle power (a fleet's control
+    plane is usually one of its common models). The workers' choice does not depend on it."""
+    pool = sorted(
+        [s for s in servers if s.chips == packages] or list(servers), key=lambda s: (s.idle_w, s.peak_w, s.id)
+    )
+    if not pool:
+        raise ValueError("the SPECpower data set has no server")
+    return pool[len(pool) // 2]
 
 
 def package_tdp_w(server: _specpower.Server, packages: int) -> float:
@@ -248,7 +262,7 @@ def run(api: Api, meters: list[Meter], status_path: pathlib.Path) -> None:
 
 
 def component(api_url: str, pki_dir: pathlib.Path, state_dir: pathlib.Path, nodes: dict[str, tuple]) -> LabProcess:
-    """``nodes``: worker name -> (its fake sysfs directory, SPECpower server id)."""
+    """``nodes``: node name -> (its fake sysfs directory, SPECpower server id)."""
     args = [f"--api={api_url}", f"--pki={pki_dir}", f"--status={state_dir / STATUS_FILE}"]
     args += [f"--node={name}={sysfs}={server}" for name, (sysfs, server) in sorted(nodes.items())]
     return python_module("node-power", __name__, args)

@@ -250,10 +250,19 @@ def target_file(base, cindex, mode, default_path):
     return default_path, False
 
 
-def conflicting_flags(base, cindex, mode):
+def conflicting_flags(base, cindex, mode, minor):
     """Errors for flags that would make kube-scheduler ignore or reject our file."""
     container = base["spec"]["containers"][cindex]
     errors = []
+    if mode == "policy" and minor < sv.FIRST_CONFIG_MINOR and find_flag(container, FLAGS["config"]):
+        # 1.18's options.ApplyTo reads the Policy flags only without --config (1.19 added
+        # ApplyAlgorithmSourceTo for the --config case), so the Policy file would be ignored.
+        errors.append(
+            f"the manifest passes --config, and Kubernetes 1.{minor}'s kube-scheduler ignores --policy-config-file "
+            "when --config is given (its v1alpha2 configuration is an alpha API this module does not write): add "
+            "the extender to that file by hand, remove --config from the manifest so the module can write the "
+            f"Policy file, or upgrade the control plane to 1.{sv.FIRST_CONFIG_MINOR} or newer"
+        )
     if mode == "config":
         for flag in LEGACY_FLAGS:
             if find_flag(container, flag):
@@ -497,10 +506,10 @@ def plan_present(
     result.kubernetes_version = kv.format_version(version)
     api_version, warnings = sv.select_api_version(version, legacy_policy)
     result.warnings += warnings
-    mode = "policy" if legacy_policy else "config"
+    mode = "policy" if sv.is_policy(api_version) else "config"
     result.mode = mode
-    errors = conflicting_flags(base, cindex, mode)
-    default_path = policy_path if legacy_policy else config_path
+    errors = conflicting_flags(base, cindex, mode, version[1])
+    default_path = policy_path if mode == "policy" else config_path
     for what, path in (("config_path", config_path), ("policy_path", policy_path)):
         if _manifest_dir(path) == _manifest_dir(manifest_path):
             errors.append(

@@ -1,11 +1,12 @@
 # Copyright: poweraware.k8s contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""kube-scheduler configuration API versions, for every Kubernetes release 1.19+.
+"""kube-scheduler configuration API versions, for every Kubernetes release 1.18+.
 
 Pure logic, no Ansible import; Python 3.9 compatible (runs on the managed node).
 
 * ``SERVED`` is the table of ``kubescheduler.config.k8s.io`` versions each release serves
-  (docs/scheduler-extender.md); ``select_api_version`` picks the newest.
+  (docs/scheduler-extender.md); ``select_api_version`` picks the newest, or the legacy ``Policy``
+  where it is the only way (1.18) or asked for (1.19 - 1.22).
 * ``conversion_blockers`` says whether an existing file in an older served version can be
   moved to the newest one by changing ``apiVersion`` alone (the ``CONVERTIBLE_FIELDS`` table).
 """
@@ -17,7 +18,11 @@ KIND = "KubeSchedulerConfiguration"
 POLICY_KIND = "Policy"
 POLICY_API_VERSION = "v1"
 
-OLDEST_SUPPORTED_MINOR = 19
+# 1.18 (the TAS power demo's release) serves only alpha configuration APIs (v1alpha1, v1alpha2):
+# there the extender goes into the legacy Policy file, the way 1.18's own docs configure extenders.
+# 1.17 and older are out of support for years and refused.
+OLDEST_SUPPORTED_MINOR = 18
+FIRST_CONFIG_MINOR = 19  # the first release with a beta KubeSchedulerConfiguration (v1beta1)
 NEWEST_KNOWN_MINOR = 36
 LAST_POLICY_MINOR = 22
 
@@ -57,7 +62,8 @@ def served_versions(minor):
 def select_api_version(version, legacy_policy=False):
     """Return ``(api_version, warnings)`` for a ``(major, minor, patch)`` release.
 
-    ``api_version`` is ``'kubescheduler.config.k8s.io/<v>'`` or ``'v1'`` for the legacy Policy.
+    ``api_version`` is ``'kubescheduler.config.k8s.io/<v>'`` or ``'v1'`` for the legacy Policy
+    (``is_policy``), which 1.18 always gets.
     Raises ConfigError for releases this module cannot configure.
     """
     major, minor, _patch = version
@@ -73,12 +79,14 @@ def select_api_version(version, legacy_policy=False):
         if minor < 10:
             hint = " (an unquoted 1.30 in YAML is the number 1.3: quote kubernetes_version)"
         raise ConfigError(
-            f"Kubernetes 1.{minor} is not supported{hint}: its kube-scheduler serves only "
-            f"{', '.join(served_versions(minor)) or 'no version'} of {GROUP} (no beta or GA "
-            f"configuration API with extenders); supported releases are 1.{OLDEST_SUPPORTED_MINOR} to "
-            f"1.{NEWEST_KNOWN_MINOR}. Upgrade the control plane first, or configure the extender by hand with a "
-            "Policy file."
+            f"Kubernetes 1.{minor} is not supported{hint}: the oldest release this module configures is "
+            f"1.{OLDEST_SUPPORTED_MINOR} (through the legacy scheduler Policy file; a {KIND} from "
+            f"1.{FIRST_CONFIG_MINOR}), the newest 1.{NEWEST_KNOWN_MINOR}. Upgrade the control plane first, or "
+            "configure the extender by hand with a Policy file."
         )
+    if minor < FIRST_CONFIG_MINOR:
+        # no beta or GA configuration API: the Policy file, whether or not legacy_policy was set
+        return POLICY_API_VERSION, warnings
     if legacy_policy:
         if minor > LAST_POLICY_MINOR:
             raise ConfigError(
@@ -93,6 +101,11 @@ def select_api_version(version, legacy_policy=False):
             f"(1.{NEWEST_KNOWN_MINOR}); assuming it serves {GROUP}/v1"
         )
     return f"{GROUP}/{served_versions(minor)[0]}", warnings
+
+
+def is_policy(api_version):
+    """Whether ``select_api_version`` chose the legacy Policy file."""
+    return api_version == POLICY_API_VERSION
 
 
 # --- converting an existing file from an older served version ---------------------------------

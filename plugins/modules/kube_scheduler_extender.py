@@ -6,7 +6,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: kube_scheduler_extender
-short_description: Register scheduler extenders in a kube-scheduler static pod, for Kubernetes 1.19 and newer
+short_description: Register scheduler extenders in a kube-scheduler static pod, for Kubernetes 1.18 and newer
 version_added: 0.1.0
 description:
   - Writes a C(KubeSchedulerConfiguration) holding one or more scheduler extenders in the newest
@@ -14,7 +14,7 @@ description:
     (v1beta1 for 1.19-1.21, v1beta2 for 1.22, v1beta3 for 1.23-1.24, v1 from 1.25), and patches the
     kube-scheduler static pod manifest to load it.
   - The Kubernetes release is read from the manifest's image tag (any registry, port, path, tag
-    suffix or digest), unless O(kubernetes_version) is given. Releases before 1.19 are refused.
+    suffix or digest), unless O(kubernetes_version) is given. Releases before 1.18 are refused.
   - When the manifest already passes C(--config), the extenders are merged into that file by
     C(urlPrefix); the user's profiles, plugins and other extenders are kept. A file in an older
     version the release still serves (for example C(v1beta3) on 1.25-1.28) is converted to the
@@ -42,6 +42,9 @@ description:
     are refused with a message naming the path.
   - For Kubernetes 1.19-1.22, O(legacy_policy=true) writes the legacy scheduler C(Policy) file
     and the C(--policy-config-file) flag instead.
+  - Kubernetes 1.18 serves only alpha configuration APIs, so there the module always writes the
+    C(Policy) file; a 1.18 manifest that passes C(--config) is refused, because 1.18's kube-scheduler
+    ignores C(--policy-config-file) next to C(--config).
 author:
   - poweraware.k8s contributors (@poweraware)
 extends_documentation_fragment:
@@ -78,7 +81,8 @@ options:
     default: /etc/kubernetes/scheduler-extender-policy.json
   legacy_policy:
     description:
-      - Write the legacy scheduler C(Policy) (Kubernetes 1.19-1.22 only) instead of a C(KubeSchedulerConfiguration).
+      - Write the legacy scheduler C(Policy) (Kubernetes 1.19-1.22) instead of a C(KubeSchedulerConfiguration).
+      - On 1.18 the C(Policy) is written either way.
     type: bool
     default: false
   kubernetes_version:

@@ -180,7 +180,8 @@ def test_namespaces_enforce_pod_security_and_every_component_has_its_network_pol
         lambda: (t := targets()) and all(h == "up" for _j, _u, h in t) and t, timeout=60, what="every target up"
     )
     jobs = [job for job, _url, _health in got]
-    assert jobs.count("collectd") == len(lab.worker_nodes) and jobs.count("kube-state-metrics") == 1, got
+    # collectd on every node, the control plane's too (collectd_on_control_plane, as in the TAS demo)
+    assert jobs.count("collectd") == 1 + len(lab.worker_nodes) and jobs.count("kube-state-metrics") == 1, got
 
 
 def test_nfd_worker_on_every_simulated_worker(site, api, lab):
@@ -285,9 +286,9 @@ def test_pods_land_on_the_lowest_power_node_and_never_over_the_limit(site, api, 
         return [line for line in log.splitlines() if marker in line]
 
     wait_until(
-        lambda: sorted(lab.node_custom_metric(POWER_METRIC)) == sorted(lab.worker_nodes),
+        lambda: sorted(lab.node_custom_metric(POWER_METRIC)) == sorted([lab.control_plane_node, *lab.worker_nodes]),
         240,
-        f"{POWER_METRIC} for every worker from the custom metrics API",
+        f"{POWER_METRIC} for every node from the custom metrics API",
         interval=3,
     )
     ranking = f"{POWER_METRIC} for nodes:"

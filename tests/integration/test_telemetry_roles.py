@@ -64,9 +64,11 @@ def _wait_pods(lab, namespace, selector, count, timeout=120):
     raise AssertionError(f"{selector}: {[(p.metadata.name, p.spec.node_name, p.status.phase) for p in pods]}")
 
 
-def test_collectd_on_every_worker(lab, converged):
-    pods = _wait_pods(lab, NS, "app.kubernetes.io/name=collectd", len(lab.worker_nodes))
-    assert sorted(p.spec.node_name for p in pods) == sorted(lab.worker_nodes)
+def test_collectd_on_every_node(lab, converged):
+    """As in the TAS power demo, every node's package power: the tainted control plane too."""
+    every = sorted([lab.control_plane_node, *lab.worker_nodes])
+    pods = _wait_pods(lab, NS, "app.kubernetes.io/name=collectd", len(every))
+    assert sorted(p.spec.node_name for p in pods) == every
     spec = pods[0].spec
     container = spec.containers[0]
     sc = container.security_context
@@ -192,7 +194,7 @@ def test_node_power_flows_from_rapl_to_the_custom_metrics_api(lab, converged):
     from kubernetes import client
 
     for selector, count in (
-        ("app.kubernetes.io/name=collectd", len(lab.worker_nodes)),
+        ("app.kubernetes.io/name=collectd", 1 + len(lab.worker_nodes)),
         ("app.kubernetes.io/name=prometheus", 1),
     ):
         for pod in _wait_pods(lab, NS, selector, count):
@@ -210,14 +212,15 @@ def test_node_power_flows_from_rapl_to_the_custom_metrics_api(lab, converged):
             f"{selector} Ready (its process answers its probe)",
         )
     nodes = {n.metadata.name: n for n in _core(lab).list_node().items}
-    servers = {w: nodes[w].metadata.labels.get("lab.poweraware.io/specpower-server") for w in lab.worker_nodes}
+    every = [lab.control_plane_node, *lab.worker_nodes]
+    servers = {w: nodes[w].metadata.labels.get("lab.poweraware.io/specpower-server") for w in every}
     assert all(servers.values()), servers
-    metric, simulated = _wait_metric_matches(lab, lab.worker_nodes, 300)
-    assert sorted(metric) == sorted(lab.worker_nodes), metric  # one value per worker, nothing else
+    metric, simulated = _wait_metric_matches(lab, every, 300)
+    assert sorted(metric) == sorted(every), metric  # one value per node, the control plane's too, nothing else
     rows = [
         f"{w}: {servers[w]} {simulated[w]['watts']:.1f} W at {simulated[w]['util_percent']:.1f} % CPU = "
         f"{simulated[w]['tdp_percent']:.2f} % of TDP; custom metric {metric[w]:.2f}"
-        for w in lab.worker_nodes
+        for w in every
     ]
 
     # Load one worker: a pod (kwok runs it; its requests are what the meter counts) asking for half

@@ -30,6 +30,42 @@ def test_servers_are_spread_over_idle_power_and_match_the_packages():
     assert len(node_power.choose_servers(pool, 2, 4)) == 2
 
 
+def test_the_control_plane_is_a_server_too_and_leaves_the_workers_choice_alone():
+    pool = [server(f"s{i}", 1, tuple(float(10 * i + k) for k in range(11))) for i in range(10)]
+    pool.append(server("two-chips", 2, FLAT))
+    assert node_power.choose_control_plane_server(pool, 1).id == "s5"  # the median of ten by idle power
+    assert node_power.choose_control_plane_server(pool, 2).id == "two-chips"
+    assert [s.id for s in node_power.choose_servers(pool, 3, 1)] == ["s1", "s5", "s8"]
+
+
+class FoundFile:
+    """A data set path that exists (the pool is injected)."""
+
+    def is_file(self) -> bool:
+        return True
+
+
+def test_every_lab_node_is_metered(monkeypatch):
+    """The lab's nodes, control plane included, carry a server and its TDP (collectd meters them all)."""
+    from lab import cluster
+
+    pool = [server(f"s{i}", 1, tuple(float(10 * i + k) for k in range(11))) for i in range(10)]
+    monkeypatch.setattr(_specpower, "load_servers", lambda _path: pool)
+    monkeypatch.setattr(node_power, "servers_csv", FoundFile)
+    node_power.lab_servers.cache_clear()
+    try:
+        nodes = cluster.LabConfig(workers=3).nodes
+    finally:
+        node_power.lab_servers.cache_clear()
+    assert [(n.name, n.control_plane, n.power_server) for n in nodes] == [
+        ("lab-control-plane", True, "s5"),
+        ("lab-worker-1", False, "s1"),
+        ("lab-worker-2", False, "s5"),
+        ("lab-worker-3", False, "s8"),
+    ]
+    assert all(n.tdp_w for n in nodes)
+
+
 def test_package_tdp_covers_the_peak_shared_by_packages():
     assert node_power.package_tdp_w(server("a", 2, FLAT), 2) == 100.0
     assert node_power.package_tdp_w(server("b", 1, FLAT[:10] + (201.0,)), 1) == 205.0

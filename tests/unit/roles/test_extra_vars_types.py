@@ -57,7 +57,8 @@ CONDITIONAL_KEYS = ("when", "that", "failed_when", "changed_when", "until")
 # Values the tasks compute (set_fact) or register before the templates and conditions use them.
 # They are the same in both renderings; only the user-facing options change type.
 STUBS: dict[str, dict] = {
-    "collectd": {"_collectd_config_checksum": "c0ffee"},
+    "collectd": {"_collectd_config_checksum": "c0ffee", "_collectd_tolerations": []},
+    "nfd": {"_nfd_master_tolerations": []},
     "kube_state_metrics": {"_kube_state_metrics_rules": {"": ["nodes", "pods"]}},
     "prometheus": {
         "_prometheus_config_checksum": "c0ffee",

@@ -54,6 +54,11 @@ class Case:
     reemitted: bool = False
 
     @property
+    def policy(self) -> bool:
+        """The module writes the legacy Policy file (asked for, or the only way on 1.18)."""
+        return self.api_version == "v1"
+
+    @property
     def expected_dir(self) -> pathlib.Path:
         return GOLDEN / "expected" / self.name
 
@@ -66,6 +71,8 @@ def _api(minor: int) -> str:
 
 
 CASES = [Case(f"kubeadm-1.{m}", f"input/kubeadm-1.{m}.yaml", [TAS_EXTENDER], api_version=_api(m)) for m in RELEASES]
+# 1.18 serves no beta configuration API: the Policy file without legacy_policy
+CASES += [Case("kubeadm-1.18", "input/kubeadm-1.18.yaml", [TAS_EXTENDER], api_version="v1")]
 CASES += [
     Case(f"kubeadm-1.{m}-policy", f"input/kubeadm-1.{m}.yaml", [TAS_EXTENDER], legacy_policy=True, api_version="v1")
     for m in (19, 20, 21, 22)

@@ -1,4 +1,4 @@
-"""kube-scheduler static pod manifests as kubeadm writes them, release by release (1.19 .. 1.36).
+"""kube-scheduler static pod manifests as kubeadm writes them, release by release (1.18 .. 1.36).
 
 kubeadm builds the Pod in cmd/kubeadm/app/phases/controlplane/manifests.go (GetStaticPodSpecs,
 getSchedulerCommand) and cmd/kubeadm/app/util/staticpod/utils.go (ComponentPod, LivenessProbe,
@@ -7,7 +7,12 @@ sequences are not indented. What changed between releases (kubeadm PRs in kubern
 
 | from | change | PR |
 |---|---|---|
-| 1.19 | `--port=0` added (insecure port off); startupProbe added | #92720, #91179 |
+| 1.18 | the oldest (v1.18.20's kubeadm source, below) | - |
+| 1.19 | startupProbe; probes `initialDelaySeconds: 10`, `periodSeconds: 10`; `system-node-critical` | #91179 |
+
+1.18 (k8s.io/kubernetes v1.18.20, cmd/kubeadm/app/util/staticpod/utils.go): a liveness probe only,
+with `initialDelaySeconds: 15` and no `periodSeconds`, `priorityClassName: system-cluster-critical`,
+and `--port=0` already there in that patch release.
 | 1.22 | pod `securityContext.seccompProfile: RuntimeDefault` | #100234 |
 | 1.23 | `--port=0` removed (flag is a no-op) | #105034 |
 | 1.25 | default image registry `registry.k8s.io` (was `k8s.gcr.io`) | kubeadm 1.25 |
@@ -27,11 +32,11 @@ from __future__ import annotations
 import pathlib
 import sys
 
-FIRST, LAST = 19, 36
+FIRST, LAST = 18, 36
 
 
 def image_tag(minor: int) -> str:
-    return "v1.36.3" if minor == 36 else f"v1.{minor}.0"
+    return {18: "v1.18.20", 36: "v1.36.3"}.get(minor, f"v1.{minor}.0")
 
 
 def kubeadm_scheduler_manifest(minor: int) -> str:
@@ -54,7 +59,9 @@ def kubeadm_scheduler_manifest(minor: int) -> str:
         out += [f"        path: {path}", f"        port: {port}", "        scheme: HTTPS"]
         if initial:
             out.append(f"      initialDelaySeconds: {initial}")
-        out += [f"      periodSeconds: {period}", "      timeoutSeconds: 15"]
+        if period:
+            out.append(f"      periodSeconds: {period}")
+        out.append("      timeoutSeconds: 15")
         return out
 
     lines = ["apiVersion: v1", "kind: Pod", "metadata:"]
@@ -73,14 +80,18 @@ def kubeadm_scheduler_manifest(minor: int) -> str:
     ]
     lines += [f"    - --{k}={v}" for k, v in sorted(flags.items())]
     lines += [f"    image: {registry}/kube-scheduler:{image_tag(minor)}", "    imagePullPolicy: IfNotPresent"]
-    lines += probe("livenessProbe", health, 8, 10, 10)
+    if minor >= 19:
+        lines += probe("livenessProbe", health, 8, 10, 10)
+    else:
+        lines += probe("livenessProbe", health, 8, 15, 0)
     lines.append("    name: kube-scheduler")
     if minor >= 34:
         lines += ["    ports:", "    - containerPort: 10259", "      name: probe-port", "      protocol: TCP"]
     if minor >= 32:
         lines += probe("readinessProbe", "/readyz", 3, 0, 1)
     lines += ["    resources:", "      requests:", "        cpu: 100m"]
-    lines += probe("startupProbe", health, 24, 10, 10)
+    if minor >= 19:
+        lines += probe("startupProbe", health, 24, 10, 10)
     lines += [
         "    volumeMounts:",
         f"    - mountPath: {kubeconfig}",
@@ -90,7 +101,7 @@ def kubeadm_scheduler_manifest(minor: int) -> str:
     ]
     if minor >= 27:
         lines.append("  priority: 2000001000")
-    lines.append("  priorityClassName: system-node-critical")
+    lines.append(f"  priorityClassName: {'system-node-critical' if minor >= 19 else 'system-cluster-critical'}")
     if minor >= 22:
         lines += ["  securityContext:", "    seccompProfile:", "      type: RuntimeDefault"]
     lines += [

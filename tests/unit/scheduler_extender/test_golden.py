@@ -1,4 +1,4 @@
-"""Golden tests: every release 1.19 .. 1.36, merges, other installers, legacy Policy, absent, idempotence."""
+"""Golden tests: every release 1.18 .. 1.36, merges, other installers, legacy Policy, absent, idempotence."""
 
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def test_golden_structure(case: Case):
     before, after = yaml.safe_load(manifest), yaml.safe_load(plan.manifest_after)
     container = next(c for c in after["spec"]["containers"] if c["name"] == "kube-scheduler")
     flags = (container.get("command") or []) + (container.get("args") or [])
-    flag = "--policy-config-file" if case.legacy_policy else "--config"
+    flag = "--policy-config-file" if case.policy else "--config"
     assert sum(1 for f in flags if f.startswith(flag + "=")) == 1
     path = next(f.split("=", 1)[1] for f in flags if f.startswith(flag + "="))
     assert path == plan.file_path
@@ -130,7 +130,7 @@ def test_golden_structure(case: Case):
         assert "dnsPolicy" not in after["spec"]
     # nothing else changed
     record = json.loads(after["metadata"]["annotations"].pop(ms.ANNOTATION))
-    assert record["mode"] == ("policy" if case.legacy_policy else "config")
+    assert record["mode"] == ("policy" if case.policy else "config")
     if not after["metadata"]["annotations"]:
         del after["metadata"]["annotations"]
     after_container = next(c for c in after["spec"]["containers"] if c["name"] == "kube-scheduler")
@@ -149,7 +149,7 @@ def test_golden_structure(case: Case):
     doc = yaml.safe_load(plan.file_after)
     assert doc["apiVersion"] == case.api_version
     tas = next(e for e in doc["extenders"] if e["urlPrefix"] == case.extenders[0]["url_prefix"])
-    if case.legacy_policy:
+    if case.policy:
         assert doc["kind"] == "Policy"
         assert tas["enableHttps"] is True and tas["httpTimeout"] == 5_000_000_000
     else:
@@ -246,6 +246,37 @@ def test_legacy_policy_refused_from_1_23(minor):
     extenders, _errors = sc.normalize_extenders([{"url_prefix": "http://127.0.0.1:1/x", "filter_verb": "f"}])
     with pytest.raises(sv.ConfigError, match=r"removed the scheduler Policy API"):
         ms.plan_present(manifest, MANIFEST_PATH, {}.get, extenders, CONFIG_PATH, POLICY_PATH, legacy_policy=True)
+
+
+def test_1_18_writes_the_policy_file_whether_or_not_asked():
+    """1.18 serves only alpha configuration APIs: legacy_policy changes nothing there."""
+    manifest = (GOLDEN / "input/kubeadm-1.18.yaml").read_text()
+    extenders, _errors = sc.normalize_extenders([{"url_prefix": "http://127.0.0.1:1/x", "filter_verb": "f"}])
+    plans = [
+        ms.plan_present(manifest, MANIFEST_PATH, {}.get, extenders, CONFIG_PATH, POLICY_PATH, legacy_policy=legacy)
+        for legacy in (False, True)
+    ]
+    assert plans[0].mode == plans[1].mode == "policy"
+    assert plans[0].file_path == POLICY_PATH
+    assert plans[0].manifest_after == plans[1].manifest_after
+    assert plans[0].file_after == plans[1].file_after
+    assert f"- --policy-config-file={POLICY_PATH}" in plans[0].manifest_after
+
+
+def test_1_18_with_a_config_flag_is_refused():
+    """1.18 reads --policy-config-file only without --config (1.19 added ApplyAlgorithmSourceTo)."""
+    manifest = (GOLDEN / "input/kubeadm-1.18.yaml").read_text()
+    manifest = manifest.replace("    - --port=0\n", "    - --port=0\n    - --config=/etc/kubernetes/sched.yaml\n")
+    extenders, _errors = sc.normalize_extenders([{"url_prefix": "http://127.0.0.1:1/x", "filter_verb": "f"}])
+    refusal = (
+        r"passes --config.*1\.18's kube-scheduler ignores --policy-config-file.*upgrade the control plane to 1\.19"
+    )
+    with pytest.raises(ms.ManifestError, match=refusal):
+        ms.plan_present(manifest, MANIFEST_PATH, {}.get, extenders, CONFIG_PATH, POLICY_PATH)
+    # 1.19 applies the Policy flags next to --config: the same manifest there is fine
+    newer = manifest.replace("v1.18.20", "v1.19.0")
+    plan = ms.plan_present(newer, MANIFEST_PATH, {}.get, extenders, CONFIG_PATH, POLICY_PATH, legacy_policy=True)
+    assert plan.changed and plan.mode == "policy"
 
 
 def test_version_matrix(capsys):

@@ -101,7 +101,7 @@ def test_backup_retention(node):
         ({"backup_dir": "/etc/kubernetes/manifests/backup"}, "backup_dir .* static pod directory"),
         ({"backup_dir": "/etc/kubernetes/manifests"}, "backup_dir .* static pod directory"),
         ({"config_path": "/etc/kubernetes/manifests/sched.yaml"}, "inside the static pod directory"),
-        ({"kubernetes_version": "1.18"}, r"Kubernetes 1\.18 is not supported"),
+        ({"kubernetes_version": "1.17"}, r"Kubernetes 1\.17 is not supported"),
         ({"kubernetes_version": "banana"}, "cannot read a Kubernetes version"),
         ({"legacy_policy": True}, "removed the scheduler Policy API"),
         ({"extenders": [dict(TAS_EXTENDER, weight=0)]}, "weight must be a positive integer"),
@@ -175,6 +175,23 @@ def test_legacy_policy_on_1_21(node):
     assert result["api_version"] == "v1" and result["mode"] == "policy"
     policy = json.loads((node / "etc/kubernetes/scheduler-extender-policy.json").read_text())
     assert policy["kind"] == "Policy" and policy["extenders"][0]["httpTimeout"] == 5_000_000_000
+
+
+def test_kubernetes_1_18_through_the_policy_file(node):
+    """The TAS power demo's release: the Policy file without asking, and absent puts all back."""
+    manifest = node / MANIFEST.lstrip("/")
+    original = (GOLDEN / "input/kubeadm-1.18.yaml").read_bytes()
+    manifest.write_bytes(original)
+    result = run(args(node))
+    assert result["changed"] and result["api_version"] == "v1" and result["mode"] == "policy"
+    assert "--policy-config-file=/etc/kubernetes/scheduler-extender-policy.json" in manifest.read_text()
+    policy = json.loads((node / "etc/kubernetes/scheduler-extender-policy.json").read_text())
+    assert policy["kind"] == "Policy" and policy["extenders"][0]["enableHttps"] is True
+    assert not (node / CONFIG.lstrip("/")).exists()
+    assert not run(args(node))["changed"]
+    assert run({"root": str(node), "state": "absent"})["changed"]
+    assert manifest.read_bytes() == original
+    assert not (node / "etc/kubernetes/scheduler-extender-policy.json").exists()
 
 
 def test_temp_file_never_visible_to_kubelet(node, monkeypatch):

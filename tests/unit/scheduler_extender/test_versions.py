@@ -89,10 +89,18 @@ def test_select_newest(minor):
     assert warnings == []
 
 
-@pytest.mark.parametrize("minor", [18, 17, 0])
+@pytest.mark.parametrize("minor", [17, 10, 0])
 def test_old_releases_refused(minor):
-    with pytest.raises(sv.ConfigError, match=rf"Kubernetes 1\.{minor} is not supported.*1\.19 to 1\.36"):
+    with pytest.raises(sv.ConfigError, match=rf"Kubernetes 1\.{minor} is not supported.*oldest release .* is 1\.18"):
         sv.select_api_version((1, minor, 0))
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_1_18_gets_the_policy_file(legacy):
+    """1.18 serves v1alpha1/v1alpha2 only: the Policy file is the way, asked for or not."""
+    api_version, warnings = sv.select_api_version((1, 18, 20), legacy_policy=legacy)
+    assert (api_version, warnings) == ("v1", [])
+    assert sv.is_policy(api_version) and not sv.is_policy("kubescheduler.config.k8s.io/v1")
 
 
 def test_major_other_than_1_refused():

@@ -1,0 +1,35 @@
+# Copyright: poweraware.k8s contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The poweraware.k8s.node_tolerations filter; documentation in node_tolerations.yml beside this file."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ansible.errors import AnsibleFilterError
+from ansible.module_utils.parsing.convert_bool import boolean
+from ansible_collections.poweraware.k8s.plugins.module_utils._control_plane import tolerations as _tolerations
+
+
+def node_tolerations(extra, on_control_plane, variable):
+    """A pod's tolerations: ``extra`` and, when asked, the control-plane taints (``_control_plane``)."""
+    if not isinstance(variable, str) or not variable:
+        raise AnsibleFilterError("node_tolerations: variable must name the role's tolerations variable")
+    try:
+        wanted = boolean(on_control_plane, strict=True)  # -e passes "false" as a string
+    except TypeError:
+        raise AnsibleFilterError(
+            f"node_tolerations: the on-control-plane switch for {variable} must be a boolean, got "
+            f"{on_control_plane!r}; set it to true or false"
+        ) from None
+    try:
+        return _tolerations(list(extra) if isinstance(extra, (list, tuple)) else extra, wanted, variable)
+    except ValueError as err:
+        raise AnsibleFilterError(f"Nothing was changed: {err}") from None
+
+
+class FilterModule:
+    """Pod tolerations."""
+
+    def filters(self) -> dict[str, Callable]:
+        return {"node_tolerations": node_tolerations}

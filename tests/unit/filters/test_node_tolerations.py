@@ -1,0 +1,77 @@
+"""node_tolerations: a pod for every node tolerates kubeadm's control-plane taints on request."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+from ansible_collections.poweraware.k8s.plugins.filter.node_tolerations import node_tolerations
+
+ROLES = pathlib.Path(__file__).resolve().parents[3] / "roles"
+CONTROL_PLANE = [
+    {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node-role.kubernetes.io/master", "operator": "Exists", "effect": "NoSchedule"},
+]
+GPU = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def tolerates(tolerations: list[dict], taint: dict) -> bool:
+    """Kubernetes' ToleratesTaint (k8s.io/api core/v1 toleration.go), written independently of the filter."""
+    for t in tolerations:
+        if t.get("effect") and t["effect"] != taint["effect"]:
+            continue
+        if t.get("key") and t["key"] != taint["key"]:
+            continue
+        if t.get("operator", "Equal") == "Exists" or t.get("value", "") == taint.get("value", ""):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("switch", [True, "true", "yes", "True"])
+def test_on_the_control_plane_both_kubeadm_taints_are_tolerated(switch):
+    got = node_tolerations([], switch, "collectd_tolerations")
+    for key in ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"):
+        assert tolerates(got, {"key": key, "effect": "NoSchedule"}), got
+    assert not tolerates(got, {"key": "nvidia.com/gpu", "effect": "NoSchedule"})
+
+
+@pytest.mark.parametrize("switch", [False, "false", "no"])
+def test_off_the_users_tolerations_only(switch):
+    assert node_tolerations([GPU], switch, "collectd_tolerations") == [GPU]
+    assert not tolerates(
+        node_tolerations([], switch, "collectd_tolerations"), {"key": CONTROL_PLANE[0]["key"], "effect": "NoSchedule"}
+    )
+
+
+def test_users_tolerations_come_first_and_are_not_repeated():
+    assert node_tolerations([GPU, CONTROL_PLANE[1]], True, "collectd_tolerations") == [
+        GPU,
+        CONTROL_PLANE[1],
+        CONTROL_PLANE[0],
+    ]
+
+
+@pytest.mark.parametrize(
+    ("extra", "switch", "message"),
+    [
+        ([], "maybe", r"switch for collectd_tolerations must be a boolean, got 'maybe'"),
+        ("node-role", True, r"collectd_tolerations must be a list of tolerations.*fix collectd_tolerations"),
+        (["key=x"], True, r"collectd_tolerations must be a list of tolerations"),
+    ],
+)
+def test_bad_input_names_the_variable(extra, switch, message):
+    with pytest.raises(AnsibleFilterError, match=message):
+        node_tolerations(extra, switch, "collectd_tolerations")
+
+
+def test_collectd_runs_on_every_node_by_default_as_in_the_tas_demo():
+    """The default matches the TAS power demo (package power of every node) and the template uses the decision."""
+    defaults = yaml.safe_load((ROLES / "collectd" / "defaults" / "main.yml").read_text())
+    assert defaults["collectd_on_control_plane"] is True
+    template = (ROLES / "collectd" / "templates" / "daemonset.yml.j2").read_text()
+    assert "tolerations: {{ _collectd_tolerations | to_json }}" in template
+    main = (ROLES / "collectd" / "tasks" / "main.yml").read_text()
+    assert "node_tolerations(_collectd_on_control_plane, 'collectd_tolerations')" in main
+    assert '_collectd_on_control_plane: "{{ collectd_on_control_plane | bool }}"' in main
