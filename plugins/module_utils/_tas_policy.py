@@ -40,6 +40,8 @@ __all__ = [
     "adapter_metric_name",
     "node_labeling_strategies",
     "normalize_policy",
+    "policy_objects",
+    "validate_policies",
     "validate_policy",
     "validate_spec",
 ]
@@ -318,3 +320,98 @@ def node_labeling_strategies(policy):
     if not isinstance(strategies, dict):
         return []
     return [name for name in NODE_LABELING_STRATEGIES if name in strategies]
+
+
+# --- several policies per run (tas_policy_policies) ---------------------------------------------
+
+# The labels every policy the role applies carries (what the role's absent and the dry run find).
+MANAGED_LABELS = {
+    "app.kubernetes.io/name": "telemetry-aware-scheduling",
+    "app.kubernetes.io/managed-by": "poweraware.k8s",
+}
+SHORT_FORM_KEYS = ("name", "namespace", "strategies")
+
+
+def _policy_object(entry, default_namespace):
+    """One ``tas_policy_policies`` entry as a TASPolicy object, or a problem (str)."""
+    if not isinstance(entry, dict):
+        return (
+            "must be a TASPolicy (apiVersion, kind, metadata, spec) or {name, namespace, strategies}, got "
+            + _type_name(entry)
+        )
+    if "spec" in entry or "metadata" in entry:  # as TAS's README and `kubectl apply -f` files write it
+        policy = copy.deepcopy(entry)
+        policy.setdefault("apiVersion", API_VERSION)
+        policy.setdefault("kind", KIND)
+        metadata = policy.get("metadata")
+        if isinstance(metadata, dict):
+            if metadata.get("namespace") in (None, ""):
+                metadata["namespace"] = default_namespace
+            labels = metadata.get("labels") if isinstance(metadata.get("labels"), dict) else {}
+            metadata["labels"] = {**labels, **MANAGED_LABELS}
+        return policy
+    unknown = sorted(set(entry) - set(SHORT_FORM_KEYS), key=str)
+    if unknown:
+        return (
+            f"has unknown keys {', '.join(map(repr, unknown))}: give a whole TASPolicy (apiVersion, kind, metadata, "
+            f"spec), or the short form with {', '.join(SHORT_FORM_KEYS)} only"
+        )
+    namespace = entry.get("namespace") if entry.get("namespace") not in (None, "") else default_namespace
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": entry.get("name"), "namespace": namespace, "labels": dict(MANAGED_LABELS)},
+        "spec": {"strategies": copy.deepcopy(entry.get("strategies"))},
+    }
+
+
+def policy_objects(power, extra, default_namespace, variable="tas_policy_policies"):
+    """The TASPolicy objects of one run and the problems with their shape: ``power`` (the role's own
+    policy, or None) first, then each entry of ``extra``, each normalised (:func:`normalize_policy`)
+    and labelled as the role's. Problems name the entry by its index in ``variable``; the content
+    of each object is :func:`validate_policies`' to check."""
+    problems = []
+    objects = [normalize_policy(power)] if power is not None else []
+    origins = ["the role's own policy (tas_policy_name)"] if power is not None else []
+    if extra is None:
+        extra = []
+    if not isinstance(extra, list):
+        return objects, [f"{variable} must be a list of TASPolicies, got {_type_name(extra)}"]
+    for index, entry in enumerate(extra):
+        made = _policy_object(entry, default_namespace)
+        if isinstance(made, str):
+            problems.append(f"{variable}[{index}] {made}")
+        else:
+            objects.append(normalize_policy(made))
+            origins.append(f"{variable}[{index}]")
+    seen = {}
+    for policy, origin in zip(objects, origins):
+        metadata = policy.get("metadata") if isinstance(policy, dict) else None
+        if not isinstance(metadata, dict):
+            continue
+        key = (metadata.get("namespace"), metadata.get("name"))
+        if key in seen:
+            problems.append(
+                f"TASPolicy {key[0]}/{key[1]} is given twice ({seen[key]} and {origin}): give each policy a name "
+                "of its own"
+            )
+        seen.setdefault(key, origin)
+    return objects, problems
+
+
+def _policy_title(policy, index):
+    metadata = policy.get("metadata") if isinstance(policy, dict) else None
+    if isinstance(metadata, dict) and isinstance(metadata.get("name"), str):
+        return f"TASPolicy {metadata.get('namespace')}/{metadata['name']}"
+    return f"policy {index + 1} of the run"
+
+
+def validate_policies(policies, known_metrics=None, stripped_prefix="node_"):
+    """Every problem of every policy of a run, each prefixed with the policy it is about."""
+    errors = []
+    for index, policy in enumerate(policies):
+        errors.extend(
+            f"{_policy_title(policy, index)}: {problem}"
+            for problem in validate_policy(policy, known_metrics=known_metrics, stripped_prefix=stripped_prefix)
+        )
+    return errors

@@ -13,6 +13,7 @@ applied, a pending change named by check mode, the demo's HPA.
 
 from __future__ import annotations
 
+import json
 import stat
 
 import pytest
@@ -20,6 +21,7 @@ from ansible_run import REPO_ROOT, run_playbook
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
+from poweraware_testing import wait_until
 
 # Each test may wait for whole playbook runs (the site fixture runs three).
 pytestmark = [pytest.mark.lab, pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -240,8 +242,9 @@ def test_bad_policy_rejected_before_apply(converged, api, lab, extra_vars, messa
     name = "bad-policy"
     result = run(lab, tags=["tas_policy"], extra_vars={"tas_policy_name": name, **extra_vars})
     assert result.rc != 0 and result.failed == 1, result
-    assert "is invalid and was not applied" in result.stdout and message in result.stdout, result
-    assert "TASK [poweraware.k8s.tas_policy : Apply the TAS policy]" not in result.stdout, result
+    assert "The TAS policies are invalid and none was applied" in result.stdout, result
+    assert f"TASPolicy default/{name}: " in result.stdout and message in result.stdout, result
+    assert "TASK [poweraware.k8s.tas_policy : Apply the TAS policies]" not in result.stdout, result
     with pytest.raises(ApiException) as err:
         api["custom"].get_namespaced_custom_object("telemetry.intel.com", "v1alpha1", "default", "taspolicies", name)
     assert err.value.status == 404
@@ -285,6 +288,101 @@ def test_policy_parameters_reach_the_object(converged, api, lab):
     names = {r.metadata.name for r in api["rbac"].list_cluster_role().items}
     names |= {b.metadata.name for b in api["rbac"].list_cluster_role_binding().items}
     assert not {n for n in names if n.startswith("poweraware:tas-policy:")}
+
+
+# The TAS README's policy definition (all four strategies on its placeholder metric node_metric).
+README_POLICY = {
+    "apiVersion": "telemetry.intel.com/v1alpha1",
+    "kind": "TASPolicy",
+    "metadata": {"name": "scheduling-policy", "namespace": "health-metric-demo"},
+    "spec": {
+        "strategies": {
+            "deschedule": {"rules": [{"metricname": "node_metric", "operator": "Equals", "target": -1}]},
+            "dontschedule": {"rules": [{"metricname": "node_metric", "operator": "LessThan", "target": 10}]},
+            "scheduleonmetric": {"rules": [{"metricname": "node_metric", "operator": "GreaterThan"}]},
+            "labeling": {
+                "rules": [
+                    {
+                        "metricname": "node_metric",
+                        "operator": "GreaterThan",
+                        "target": 100,
+                        "labels": ["label1=foo", "label2=bar"],
+                    }
+                ]
+            },
+        }
+    },
+}
+
+
+def _with_metric(policy: dict, metric: str, labeling_target: int) -> dict:
+    out = json.loads(json.dumps(policy))
+    for strategy in out["spec"]["strategies"].values():
+        for rule in strategy["rules"]:
+            rule["metricname"] = metric
+    out["spec"]["strategies"]["labeling"]["rules"][0]["target"] = labeling_target
+    return out
+
+
+def test_several_policies_in_one_run_and_the_readme_policy(converged, api, lab):
+    """tas_policy_policies: the TAS README's policy as written is refused with the exact renaming and
+    nothing is applied; renamed to a metric the lab serves, it is applied next to the power policy,
+    TAS's labeling strategy labels the node above its target (the per-policy node RBAC at work), and
+    absent removes both policies and the grant."""
+    from kubernetes.client.rest import ApiException
+
+    core, custom = api["core"], api["custom"]
+    namespace, name = "health-metric-demo", "scheduling-policy"
+    own = "readme-run-power"  # the role's own policy in these runs (the site's stays as it is)
+
+    def policies():
+        found = custom.list_cluster_custom_object("telemetry.intel.com", "v1alpha1", "taspolicies")["items"]
+        return {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in found}
+
+    before = policies()
+    refused = run(lab, tags=["tas_policy"], extra_vars={"tas_policy_name": own, "tas_policy_policies": [README_POLICY]})
+    assert refused.rc != 0, refused
+    assert (
+        f"TASPolicy {namespace}/{name}: spec.strategies.labeling.rules[0].metricname 'node_metric' is a Prometheus "
+        "series name: the Prometheus Adapter strips 'node_', so custom.metrics.k8s.io serves it as 'metric'; use "
+        "that name"
+    ) in refused.stdout, refused
+    assert policies() == before, "the refused run applied something"
+
+    power = lab.node_custom_metric("package_power_avg")
+    high, low = max(power, key=power.get), min(power, key=power.get)
+    assert power[high] - power[low] > 8, power  # the lab's servers differ (docs/lab.md)
+    target = int((power[high] + power[low]) / 2)
+    readme = _with_metric(README_POLICY, "package_power_avg", target)
+    label = f"telemetry.aware.scheduling.{name}/label1"
+    try:
+        applied = run(lab, tags=["tas_policy"], extra_vars={"tas_policy_name": own, "tas_policy_policies": [readme]})
+        assert applied.rc == 0, applied
+        assert {("default", own), (namespace, name)} <= policies()
+        stored = custom.get_namespaced_custom_object("telemetry.intel.com", "v1alpha1", namespace, "taspolicies", name)
+        assert stored["spec"] == readme["spec"]  # as written
+        assert can(api, f"{TAS_NS}/telemetry-aware-scheduling", "patch", "nodes")  # labeling, deschedule
+        labelled = wait_until(
+            lambda: {n.metadata.name for n in core.list_node().items if n.metadata.labels.get(label) == "foo"},
+            120,
+            f"TAS labelling {high} ({power[high]:.1f} % of TDP > {target}) {label}=foo",
+            interval=2,
+        )
+        assert high in labelled and low not in labelled, (labelled, power, target)
+        print(f"PROOF README policy: {label}=foo on {sorted(labelled)} (package_power_avg {power}, target {target})")
+    finally:
+        absent = {"tas_policy_name": own, "tas_policy_policies": [readme], "tas_policy_state": "absent"}
+        removed = run(lab, tags=["tas_policy"], extra_vars=absent)
+        assert removed.rc == 0, removed
+        for node in core.list_node().items:  # TAS leaves its labels when the policy goes: tidy the lab
+            stale = {k: None for k in node.metadata.labels if k.startswith(f"telemetry.aware.scheduling.{name}/")}
+            if stale:
+                core.patch_node(node.metadata.name, {"metadata": {"labels": stale}})
+        core.delete_namespace(namespace)
+    assert not {(namespace, name), ("default", own)} & policies() and ("default", POLICY) in policies()
+    with pytest.raises(ApiException):
+        api["rbac"].read_cluster_role_binding(f"poweraware:tas-policy:{namespace}:{name}")
+    assert not can(api, f"{TAS_NS}/telemetry-aware-scheduling", "patch", "nodes")
 
 
 # --- check mode ------------------------------------------------------------------------------------

@@ -237,4 +237,4 @@ def test_site_playbook_syntax_from_the_installed_collection(installed, tmp_path)
     listed = _run([BIN / "ansible-playbook", "-i", inventory, "poweraware.k8s.site", "--list-tasks"], env, work)
     for play in ("node_power", "cluster_stack", "scheduler_extender", "power_models"):
         assert f"TAGS: [{play}]" in listed.stdout, listed.stdout
-    assert "poweraware.k8s.tas_policy : Build the TAS policy from its parameters" in listed.stdout
+    assert "poweraware.k8s.tas_policy : Build the TAS policies from their parameters" in listed.stdout

@@ -288,10 +288,10 @@ def test_documented_extra_vars_build_an_integer_policy(tmp_path):
     )
     report = json.loads(result.stdout)
     tasks = {t["task"]["name"].split(" : ", 1)[-1]: t["hosts"]["localhost"] for t in report["plays"][0]["tasks"]}
-    built = tasks["Build the TAS policy from its parameters"]["ansible_facts"]["_tas_policy_object"]
+    (built,) = tasks["Build the TAS policies from their parameters"]["ansible_facts"]["_tas_policy_objects"]
     assert built["spec"]["strategies"] == {
         "dontschedule": {"rules": [{"metricname": "package_power_avg", "operator": "GreaterThan", "target": 70}]},
         "deschedule": {"rules": [{"metricname": "package_power_avg", "operator": "GreaterThan", "target": 85}]},
     }, built
-    validated = tasks["Validate the TAS policy against the CRD's rules before applying it"]
+    validated = tasks["Validate the TAS policies against the CRD's rules before applying any"]
     assert not validated.get("failed"), validated
