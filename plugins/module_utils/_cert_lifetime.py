@@ -49,6 +49,16 @@ def relative_seconds(value):
     return seconds
 
 
+def _longer_span(leaf_seconds):
+    """A CA lifetime to suggest: five leaf lifetimes in whole days, and never under five years.
+
+    Five lifetimes leave room for the leaves issued late in the CA's life; five years is the
+    roles' own default (+1825d), so the hint never suggests less than a fresh install gets.
+    """
+    days = max(1825, -(-5 * leaf_seconds // 86400))
+    return f"+{days}d"
+
+
 def lifetime_errors(values):
     """Problems with the lifetimes in ``values``, all at once; an empty list when there are none.
 
@@ -80,7 +90,7 @@ def lifetime_errors(values):
         errors.append(
             f"{ca}={values[ca]!r} does not outlive {leaf}={values[leaf]!r}: a certificate valid beyond its CA stops "
             f"verifying when the CA expires, and a CA renewed with its leaves re-issues all of them at once; "
-            f"make {ca} longer (for example +1825d)"
+            f"make {ca} longer (for example {_longer_span(seconds[leaf])}) or {leaf} shorter"
         )
     for lifetime, window in ((leaf, renew), (ca, ca_renew)):
         if known(lifetime, window) and seconds[window] >= seconds[lifetime]:

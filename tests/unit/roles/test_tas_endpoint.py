@@ -59,7 +59,7 @@ def test_a_moved_tas_moves_the_extender_url_ca_and_the_labelling_grant(port):
 def test_every_fallback_is_the_tas_roles_default():
     tas = defaults("tas")
     found = []
-    for path in sorted(ROLES.glob("*/defaults/main.yml")):
+    for path in sorted([*ROLES.glob("*/defaults/main.yml"), *ROLES.glob("*/tasks/*.yml")]):
         if path.parts[-3] == "tas":
             continue
         for name, literal in FALLBACK.findall(path.read_text()):
@@ -69,3 +69,4 @@ def test_every_fallback_is_the_tas_roles_default():
                 f"{path}: {name} falls back to {literal}, the tas role has {tas[name]!r}"
             )
     assert {"tas_service_name", "tas_namespace", "tas_cluster_domain", "tas_port", "tas_pki_dir"} <= set(found)
+    assert {"tas_ca_validity", "tas_cert_renew_before"} <= set(found)  # scheduler_extender's client certificate

@@ -44,8 +44,17 @@ def test_a_ca_that_does_not_outlive_its_leaves():
     assert lifetime(values) == [
         "tas_ca_validity='+365d' does not outlive tas_cert_validity='+52w1d': a certificate valid beyond its CA stops "
         "verifying when the CA expires, and a CA renewed with its leaves re-issues all of them at once; "
-        "make tas_ca_validity longer (for example +1825d)"
+        "make tas_ca_validity longer (for example +1825d) or tas_cert_validity shorter"
     ]
+
+
+def test_the_suggested_ca_lifetime_outlives_a_long_leaf():
+    # A leaf of ten years against the five-year default: suggesting +1825d again would not help.
+    values = {"tas_ca_validity": "+1825d", "scheduler_extender_client_cert_validity": "+3650d", "renew": "+30d"}
+    (error,) = lifetime(values)
+    assert error.endswith(
+        "make tas_ca_validity longer (for example +18250d) or scheduler_extender_client_cert_validity shorter"
+    )
 
 
 def test_renewal_windows_as_long_as_the_lifetime_all_at_once():
@@ -86,3 +95,37 @@ def test_filter_input_shape(values):
 def test_lifetime_errors_needs_three_or_four():
     with pytest.raises(ValueError):
         lifetime_errors({"a": "+1d"})
+
+
+def test_kube_schedulers_client_certificate_fits_the_tas_ca():
+    """scheduler_extender checks its client certificate against the tas role's CA lifetime and
+    renewal window (the variables and fallbacks its client_cert.yml passes), before issuing."""
+    import pathlib
+
+    import yaml
+
+    roles = pathlib.Path(__file__).resolve().parents[3] / "roles"
+    tas = yaml.safe_load((roles / "tas" / "defaults" / "main.yml").read_text())
+    extender = yaml.safe_load((roles / "scheduler_extender" / "defaults" / "main.yml").read_text())
+    tasks = (roles / "scheduler_extender" / "tasks" / "client_cert.yml").read_text()
+    assert "'scheduler_extender_client_cert_validity': scheduler_extender_client_cert_validity" in tasks
+    assert "tas_ca_validity | default('+1825d')" in tasks and "tas_cert_renew_before | default('+30d')" in tasks
+
+    def check(client):
+        return lifetime(
+            {
+                "tas_ca_validity": tas["tas_ca_validity"],
+                "scheduler_extender_client_cert_validity": client,
+                "tas_cert_renew_before": tas["tas_cert_renew_before"],
+            }
+        )
+
+    assert check(extender["scheduler_extender_client_cert_validity"]) == []
+    (outlives,) = check("+3650d")
+    assert outlives.startswith(
+        "tas_ca_validity='+1825d' does not outlive scheduler_extender_client_cert_validity='+3650d'"
+    )
+    (renews_always,) = check("+7d")
+    assert renews_always.startswith(
+        "tas_cert_renew_before='+30d' is not shorter than scheduler_extender_client_cert_validity"
+    )
