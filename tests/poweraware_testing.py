@@ -76,6 +76,31 @@ def load_module(name: str, path: pathlib.Path):
     return module
 
 
+# The shape of the TAS README's "Policy definition" example: all four strategies on its placeholder
+# metric node_metric (which the collection's adapter would serve as "metric").
+TAS_README_POLICY = {
+    "apiVersion": "telemetry.intel.com/v1alpha1",
+    "kind": "TASPolicy",
+    "metadata": {"name": "scheduling-policy", "namespace": "health-metric-demo"},
+    "spec": {
+        "strategies": {
+            "deschedule": {"rules": [{"metricname": "node_metric", "operator": "Equals", "target": -1}]},
+            "dontschedule": {"rules": [{"metricname": "node_metric", "operator": "LessThan", "target": 10}]},
+            "scheduleonmetric": {"rules": [{"metricname": "node_metric", "operator": "GreaterThan"}]},
+            "labeling": {
+                "rules": [
+                    {
+                        "metricname": "node_metric",
+                        "operator": "GreaterThan",
+                        "target": 100,
+                        "labels": ["label1=foo", "label2=bar"],
+                    }
+                ]
+            },
+        }
+    },
+}
+
 # The TAS extender as BMRA and TAS's own deploy/extender-configuration register it in a hand-written
 # KubeSchedulerConfiguration (tests that need a foreign extender managing telemetry/scheduling).
 TAS_SERVICE_URL = "https://tas-service.telemetry-aware-scheduling.svc:9001"

@@ -40,6 +40,7 @@ __all__ = [
     "adapter_metric_name",
     "node_labeling_strategies",
     "normalize_policy",
+    "policy_node_labels",
     "policy_objects",
     "validate_policies",
     "validate_policy",
@@ -415,3 +416,30 @@ def validate_policies(policies, known_metrics=None, stripped_prefix="node_"):
             for problem in validate_policy(policy, known_metrics=known_metrics, stripped_prefix=stripped_prefix)
         )
     return errors
+
+
+LABELING_PREFIX = "telemetry.aware.scheduling."  # TAS's labeling strategy: <prefix><policy>/<key>=<value>
+VIOLATING = "violating"  # TAS's deschedule strategy: <policy>=violating
+
+
+def policy_node_labels(nodes, policies):
+    """The labels TAS put on ``nodes`` (Node objects as the API returns them) for the policies named
+    in ``policies``: ``<name>=violating`` (its deschedule strategy) and
+    ``telemetry.aware.scheduling.<name>/*`` (its labeling strategy), whatever strategies the objects
+    list now (a removed policy may have had others). Sorted ``{node, label}`` pairs; TAS removes
+    them when a policy is deleted (its strategies' Cleanup), for which it needs its node permission."""
+    names = set()
+    for policy in policies or []:
+        metadata = policy.get("metadata") if isinstance(policy, dict) else None
+        if isinstance(metadata, dict) and isinstance(metadata.get("name"), str):
+            names.add(metadata["name"])
+    found = []
+    for node in nodes or []:
+        node_meta = node.get("metadata") if isinstance(node, dict) else None
+        labels = (node_meta or {}).get("labels") or {}
+        for key, value in labels.items():
+            violating = key in names and value == VIOLATING
+            labelled = key.startswith(LABELING_PREFIX) and key[len(LABELING_PREFIX) :].split("/", 1)[0] in names
+            if violating or labelled:
+                found.append({"node": node_meta.get("name"), "label": f"{key}={value}"})
+    return sorted(found, key=lambda item: (str(item["node"]), item["label"]))

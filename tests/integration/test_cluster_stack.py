@@ -21,6 +21,7 @@ from ansible_run import REPO_ROOT, run_playbook
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
+from poweraware_testing import TAS_README_POLICY as README_POLICY
 from poweraware_testing import wait_until
 
 # Each test may wait for whole playbook runs (the site fixture runs three).
@@ -290,31 +291,6 @@ def test_policy_parameters_reach_the_object(converged, api, lab):
     assert not {n for n in names if n.startswith("poweraware:tas-policy:")}
 
 
-# The TAS README's policy definition (all four strategies on its placeholder metric node_metric).
-README_POLICY = {
-    "apiVersion": "telemetry.intel.com/v1alpha1",
-    "kind": "TASPolicy",
-    "metadata": {"name": "scheduling-policy", "namespace": "health-metric-demo"},
-    "spec": {
-        "strategies": {
-            "deschedule": {"rules": [{"metricname": "node_metric", "operator": "Equals", "target": -1}]},
-            "dontschedule": {"rules": [{"metricname": "node_metric", "operator": "LessThan", "target": 10}]},
-            "scheduleonmetric": {"rules": [{"metricname": "node_metric", "operator": "GreaterThan"}]},
-            "labeling": {
-                "rules": [
-                    {
-                        "metricname": "node_metric",
-                        "operator": "GreaterThan",
-                        "target": 100,
-                        "labels": ["label1=foo", "label2=bar"],
-                    }
-                ]
-            },
-        }
-    },
-}
-
-
 def _with_metric(policy: dict, metric: str, labeling_target: int) -> dict:
     out = json.loads(json.dumps(policy))
     for strategy in out["spec"]["strategies"].values():
@@ -374,11 +350,15 @@ def test_several_policies_in_one_run_and_the_readme_policy(converged, api, lab):
         absent = {"tas_policy_name": own, "tas_policy_policies": [readme], "tas_policy_state": "absent"}
         removed = run(lab, tags=["tas_policy"], extra_vars=absent)
         assert removed.rc == 0, removed
-        for node in core.list_node().items:  # TAS leaves its labels when the policy goes: tidy the lab
-            stale = {k: None for k in node.metadata.labels if k.startswith(f"telemetry.aware.scheduling.{name}/")}
-            if stale:
-                core.patch_node(node.metadata.name, {"metadata": {"labels": stale}})
         core.delete_namespace(namespace)
+    # TAS removed its labels (its Cleanup) while it still could: the role withdrew the grant after
+    left = [
+        (n.metadata.name, k)
+        for n in core.list_node().items
+        for k in n.metadata.labels
+        if k.startswith(f"telemetry.aware.scheduling.{name}/") or k == name
+    ]
+    assert not left, left
     assert not {(namespace, name), ("default", own)} & policies() and ("default", POLICY) in policies()
     with pytest.raises(ApiException):
         api["rbac"].read_cluster_role_binding(f"poweraware:tas-policy:{namespace}:{name}")
@@ -440,6 +420,11 @@ def test_power_demo(converged, api, lab):
         template = deployment.spec.template
         assert template.metadata.labels["telemetry-policy"] == POLICY
         assert template.metadata.labels["app"] == "power-hungry-application"  # the demo's label
+        # off nodes TAS's deschedule strategy labels violating (what the descheduler acts on)
+        (term,) = (
+            template.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution.node_selector_terms
+        )
+        assert [(e.key, e.operator, e.values) for e in term.match_expressions] == [(POLICY, "NotIn", ["violating"])]
         (container,) = template.spec.containers
         assert container.args == ["--cpu", "12", "--timeout", "300s"]  # the demo's load
         assert container.resources.limits["telemetry/scheduling"] == "1"

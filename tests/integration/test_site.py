@@ -441,6 +441,9 @@ def test_killed_tas_is_restarted_and_pods_schedule_meanwhile(site, api, lab):
 DEMO_NAMESPACE = "power-demo"  # the TAS power demo's
 
 
+DEMO_POLICY = "power-sensitive-scheduling-policy"  # the demo's TASPolicy; TAS's violating label's key
+
+
 def _demo_run(lab, tags=("tas_policy", "power_demo"), **extra):
     demo = {
         "poweraware_enable_power_demo": True,
@@ -451,6 +454,27 @@ def _demo_run(lab, tags=("tas_policy", "power_demo"), **extra):
         **extra,
     }
     return run_site(lab, extra_vars=demo, tags=list(tags))
+
+
+def _required_affinity_matches(pod, labels: dict) -> bool:
+    """Whether ``labels`` (a node's) meet the pod's required node affinity: Kubernetes' rule for
+    nodeSelectorTerms (any term; in a term every In/NotIn/Exists/DoesNotExist expression), written here
+    independently of the role."""
+    affinity = pod.spec.affinity and pod.spec.affinity.node_affinity
+    required = affinity and affinity.required_during_scheduling_ignored_during_execution
+    if not required:
+        return True
+
+    def holds(expression) -> bool:
+        present, value = expression.key in labels, labels.get(expression.key)
+        return {
+            "In": present and value in (expression.values or []),
+            "NotIn": not present or value not in (expression.values or []),
+            "Exists": present,
+            "DoesNotExist": not present,
+        }[expression.operator]
+
+    return any(all(holds(e) for e in term.match_expressions or []) for term in required.node_selector_terms)
 
 
 def _demo_pods(core) -> list:
@@ -487,7 +511,12 @@ def test_the_power_demo_scales_out_on_node_power(site, api, lab):
         per_package = simulated["packages"] * simulated["package_tdp_w"]
         needed = max(needed, next(u for u in range(101) if 100 * _specpower.true_power(server, u) / per_package >= 62))
     workers = math.ceil(needed / 100 * allocatable)
-    fast = {"power_demo_cpu_workers": workers}
+    # TAS's deschedule strategy marks a node above 55 % of TDP violating; a loaded one is above 62
+    fast = {
+        "power_demo_cpu_workers": workers,
+        "tas_policy_deschedule_enabled": True,
+        "tas_policy_deschedule_tdp_percent": 55,
+    }
     started = time.monotonic()
     history: list[tuple[float, int, float | None]] = []
     try:
@@ -534,10 +563,26 @@ def test_the_power_demo_scales_out_on_node_power(site, api, lab):
             "node_package_power_per_pod of every demo pod at its node's percent of TDP",
             interval=3,
         )
+
+        # deschedule: TAS labels a loaded node violating, and the demo pod there no longer fits it
+        # (its required node affinity), which is what the descheduler's RemovePodsViolatingNodeAffinity evicts
+        def violated():
+            nodes = {n.metadata.name: n.metadata.labels for n in core.list_node().items}
+            return [
+                (p.metadata.name, p.spec.node_name)
+                for p in _demo_pods(core)
+                if nodes[p.spec.node_name].get(DEMO_POLICY) == "violating"
+                and not _required_affinity_matches(p, nodes[p.spec.node_name])
+            ]
+
+        evictable = wait_until(violated, 120, f"a demo pod's node labelled {DEMO_POLICY}=violating by TAS", interval=3)
     finally:
         print(f"PROOF power demo history (s since the first run, replicas, node_package_power_per_pod): {history}")
         removed = _demo_run(lab, power_demo_state="absent", tas_policy_state="absent")
         assert removed.rc == 0, removed
+        # TAS removed its violating labels (its Cleanup) before the role withdrew its node permission
+        left = [n.metadata.name for n in core.list_node().items if DEMO_POLICY in n.metadata.labels]
+        assert not left, left
         # the namespace stays (the policy may live there): the demo's user deletes it, as here
         core.delete_namespace(DEMO_NAMESPACE)
         wait_until(
@@ -546,6 +591,7 @@ def test_the_power_demo_scales_out_on_node_power(site, api, lab):
             "namespace power-demo gone",
         )
     print(f"PROOF power demo: {workers} CPUs stressed per pod; peak {peak}; per-pod metric vs simulated {pairs}")
+    print(f"PROOF deschedule: pods on nodes TAS labelled {DEMO_POLICY}=violating, their affinity unmet: {evictable}")
 
 
 def test_a_rotated_tas_ca_restarts_kube_scheduler_and_pods_still_go_through_tas(site, api, lab):

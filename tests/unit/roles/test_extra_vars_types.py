@@ -59,6 +59,7 @@ CONDITIONAL_KEYS = ("when", "that", "failed_when", "changed_when", "until")
 STUBS: dict[str, dict] = {
     "collectd": {"_collectd_config_checksum": "c0ffee", "_collectd_tolerations": []},
     "nfd": {"_nfd_master_tolerations": []},
+    "tas_policy": {"_tas_policy_left": [{"node": "worker-1", "label": "power-sensitive-scheduling-policy=violating"}]},
     "kube_state_metrics": {"_kube_state_metrics_rules": {"": ["nodes", "pods"]}},
     "prometheus": {
         "_prometheus_config_checksum": "c0ffee",

@@ -18,41 +18,10 @@ from ansible.template import Templar, trust_as_template
 from ansible_collections.poweraware.k8s.plugins.filter.tas_policy_errors import tas_policy_errors
 from ansible_collections.poweraware.k8s.plugins.filter.tas_policy_objects import tas_policy_objects
 from ansible_collections.poweraware.k8s.plugins.module_utils._tas_policy import MANAGED_LABELS, node_labeling_strategies
+from poweraware_testing import TAS_README_POLICY as README_POLICY
 
 ROLE = pathlib.Path(__file__).resolve().parents[3] / "roles" / "tas_policy"
 
-# The shape of the TAS README's "Policy definition" example (all four strategies on node_metric).
-README_POLICY = yaml.safe_load(
-    """
-apiVersion: telemetry.intel.com/v1alpha1
-kind: TASPolicy
-metadata:
-  name: scheduling-policy
-  namespace: health-metric-demo
-spec:
-  strategies:
-    deschedule:
-      rules:
-      - metricname: node_metric
-        operator: Equals
-        target: -1
-    dontschedule:
-      rules:
-      - metricname: node_metric
-        operator: LessThan
-        target: 10
-    scheduleonmetric:
-      rules:
-      - metricname: node_metric
-        operator: GreaterThan
-    labeling:
-      rules:
-      - metricname: node_metric
-        operator: GreaterThan
-        target: 100
-        labels: ["label1=foo","label2=bar"]
-"""
-)
 POWER = {
     "apiVersion": "telemetry.intel.com/v1alpha1",
     "kind": "TASPolicy",
@@ -162,3 +131,31 @@ def test_first_class_parameters_for_all_four_strategies():
     # the defaults: no logicalOperator (TAS's own default), no labeling
     default = render_power_policy()["spec"]["strategies"]
     assert set(default) == {"dontschedule", "scheduleonmetric"} and "logicalOperator" not in default["dontschedule"]
+
+
+def node(name: str, **labels) -> dict:
+    return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}}}
+
+
+def test_the_labels_tas_holds_for_removed_policies():
+    """What the role waits for TAS to remove (its Cleanup) before withdrawing the node permission."""
+    from ansible_collections.poweraware.k8s.plugins.filter.tas_policy_node_labels import tas_policy_node_labels
+
+    readme = tas_policy_objects(None, [renamed(README_POLICY, "node_metric", "metric")], "default")
+    power = tas_policy_objects(POWER, [], "default")  # scheduleonmetric only now
+    nodes = [
+        node("a", **{"scheduling-policy": "violating", "telemetry.aware.scheduling.scheduling-policy/label1": "foo"}),
+        node("b", **{"scheduling-policy": "ok", "telemetry.aware.scheduling.other-policy/label1": "foo"}),
+        node("c", **{"power-sensitive-scheduling-policy": "violating"}),
+    ]
+    assert tas_policy_node_labels(nodes, readme) == [
+        {"node": "a", "label": "scheduling-policy=violating"},
+        {"node": "a", "label": "telemetry.aware.scheduling.scheduling-policy/label1=foo"},
+    ]
+    # a removed policy is looked for under both forms, whatever its strategies are now
+    assert tas_policy_node_labels(nodes, power) == [
+        {"node": "c", "label": "power-sensitive-scheduling-policy=violating"}
+    ]
+    assert tas_policy_node_labels([], readme) == []
+    with pytest.raises(AnsibleFilterError, match="must be a list of Nodes"):
+        tas_policy_node_labels({"items": nodes}, readme)
