@@ -28,7 +28,7 @@ BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler
 # Linked into the lab's bin/ when there, never required (an assets directory may lack them): kubectl,
 # and the executables of the images the lab runs (lab/images.py; a pod whose executable is missing
 # shows it in its status).
-OPTIONAL_BINARIES = ("kubectl", "kube-state-metrics", "extender", "adapter", "prometheus")
+OPTIONAL_BINARIES = ("kubectl", "kube-state-metrics", "extender", "adapter", "prometheus", "descheduler")
 # Go's usual install place on these machines; PATH wins when it has a go.
 GO_FALLBACKS = ("/usr/local/go/bin/go",)
 
@@ -149,6 +149,16 @@ COMPONENTS = (
             "github.com/prometheus/common/version.Branch=HEAD",
             "github.com/prometheus/common/version.BuildUser=poweraware-lab",
         ),
+    ),
+    GoBuild(
+        name="descheduler",
+        module="sigs.k8s.io/descheduler",
+        # The image's /bin/descheduler (its Makefile: go build -o _output/bin/descheduler ./cmd/descheduler).
+        packages=("sigs.k8s.io/descheduler/cmd/descheduler",),
+        binaries=("descheduler",),
+        output_name="descheduler",
+        # Makefile's LDFLAGS: what `descheduler version` reports
+        stamps=("sigs.k8s.io/descheduler/pkg/version.version=v0.36.0",),
     ),
 )
 

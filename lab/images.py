@@ -86,6 +86,15 @@ IMAGES = (
         "power rules; built from its Go module because Debian's package has no Kubernetes discovery",
     ),
     Image(
+        repository="registry.k8s.io/descheduler/descheduler",
+        tag="v0.36.0",
+        # Dockerfile: no ENTRYPOINT (CMD ["/bin/descheduler", "--help"]); the role gives the command
+        entrypoint=("descheduler",),
+        version="v0.36.0",
+        why="evicts the pods whose required node affinity a node TAS labelled violating no longer meets "
+        "(TAS's deschedule strategy); the release for Kubernetes 1.36, which the lab runs",
+    ),
+    Image(
         repository="docker.io/opnfv/barometer-collectd",
         tag="stable",
         # the role gives the command (/opt/collectd/sbin/collectd -f -C ...): its file name is the key

@@ -365,6 +365,165 @@ def test_several_policies_in_one_run_and_the_readme_policy(converged, api, lab):
     assert not can(api, f"{TAS_NS}/telemetry-aware-scheduling", "patch", "nodes")
 
 
+# --- descheduler -----------------------------------------------------------------------------------
+def test_the_descheduler_moves_a_pod_off_a_violating_node(converged, api, lab):
+    """TAS's deschedule strategy with the real descheduler (v0.36.0, the release the role chooses for
+    the lab's Kubernetes 1.36): a pod that may run on the most and the least loaded worker, preferring
+    the most loaded, with the required affinity `<policy> NotIn [violating]`, runs there; a policy
+    whose deschedule target lies between the two workers' power makes TAS label the loaded one
+    violating, and the descheduler, deployed by the same run because the policy deschedules, evicts
+    the pod, whose replacement is scheduled on the other worker. A policy the descheduler would
+    crash-loop on is refused before anything is applied; the run is idempotent; absent removes it."""
+    from kubernetes.client.rest import ApiException
+
+    core, apps, rbac = api["core"], api["apps"], api["rbac"]
+    own, namespace = "deschedule-proof-power", "deschedule-proof"
+
+    refused = run(
+        lab,
+        tags=["descheduler"],
+        extra_vars={
+            "poweraware_enable_descheduler": True,
+            "descheduler_policy": {
+                "apiVersion": "descheduler/v1alpha2",
+                "kind": "DeschedulerPolicy",
+                "profiles": [{"name": "p", "plugins": {"balance": {"enabled": ["RemoveDuplicates"]}}}],
+            },
+        },
+    )
+    assert refused.rc != 0, refused
+    assert (
+        "Nothing was changed: descheduler_policy: profile 'p': RemoveDuplicates is enabled in plugins.balance "
+        "but has no pluginConfig entry"
+    ) in refused.stdout, refused
+    with pytest.raises(ApiException):
+        apps.read_namespaced_deployment("descheduler", "kube-system")
+
+    power = wait_until(lambda: lab.node_custom_metric("package_power_avg"), 120, "package_power_avg served")
+    workers = {n: power[n] for n in lab.worker_nodes}
+    high, low = max(workers, key=workers.get), min(workers, key=workers.get)
+    assert workers[high] - workers[low] > 8, workers  # the lab's servers differ (docs/lab.md)
+    target = int((workers[high] + workers[low]) / 2)
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": "kubernetes.io/hostname", "operator": "In", "values": [high, low]},
+                            {"key": own, "operator": "NotIn", "values": ["violating"]},
+                        ]
+                    }
+                ]
+            },
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "preference": {
+                        "matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [high]}]
+                    },
+                }
+            ],
+        }
+    }
+    labels = {"app": "deschedule-proof"}
+    core.create_namespace({"metadata": {"name": namespace}})
+    run_vars = {
+        "tas_policy_name": own,
+        "tas_policy_deschedule_enabled": True,
+        "tas_policy_deschedule_tdp_percent": target,
+        "descheduler_interval": "5s",
+    }
+    try:
+        apps.create_namespaced_deployment(
+            namespace,
+            {
+                "metadata": {"name": "workload", "labels": labels},
+                "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": labels},
+                    "template": {
+                        "metadata": {"labels": labels},
+                        "spec": {
+                            "affinity": affinity,
+                            "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}],
+                        },
+                    },
+                },
+            },
+        )
+
+        def pods():
+            return [
+                p
+                for p in core.list_namespaced_pod(namespace, label_selector="app=deschedule-proof").items
+                if p.status.phase == "Running" and not p.metadata.deletion_timestamp
+            ]
+
+        (first,) = wait_until(lambda: len(found := pods()) == 1 and found, 60, "the workload pod running")
+        assert first.spec.node_name == high, (first.spec.node_name, workers)
+
+        applied = run(lab, tags=["tas_policy", "descheduler"], extra_vars=run_vars)
+        assert applied.rc == 0 and applied.failed == 0, applied
+        (deployment,) = [
+            d for d in apps.list_namespaced_deployment("kube-system").items if d.metadata.name == "descheduler"
+        ]
+        (container,) = deployment.spec.template.spec.containers
+        assert container.image == "registry.k8s.io/descheduler/descheduler:v0.36.0", container.image
+        (running,) = core.list_namespaced_pod("kube-system", label_selector="app.kubernetes.io/name=descheduler").items
+        assert running.status.phase == "Running" and all(c.ready for c in running.status.container_statuses)
+        # least privilege: it evicts, it reads no Secrets and writes no nodes
+        sa = "kube-system/descheduler"
+        assert can(api, sa, "create", "pods", subresource="eviction")
+        assert not can(api, sa, "get", "secrets", namespace="kube-system")
+        assert not can(api, sa, "patch", "nodes")
+        policy = api["networking"].read_namespaced_network_policy("descheduler", "kube-system")
+        assert policy.spec.policy_types == ["Ingress", "Egress"] and not policy.spec.ingress
+        assert policy.spec.egress  # the API server only (docs/security.md)
+
+        def moved():
+            now = pods()
+            return len(now) == 1 and now[0].metadata.uid != first.metadata.uid and now[0].spec.node_name and now[0]
+
+        second = wait_until(moved, 180, f"the pod evicted from {high} and its replacement running", interval=2)
+        assert second.spec.node_name == low, (second.spec.node_name, workers, target)
+        assert core.read_node(high).metadata.labels.get(own) == "violating"
+        assert core.read_node(low).metadata.labels.get(own) != "violating"
+        events = [
+            e.message
+            for e in core.list_namespaced_event(namespace).items
+            if e.involved_object.uid == first.metadata.uid and "sigs.k8s.io/descheduler" in (e.message or "")
+        ]
+        assert f"pod eviction from {high} node by sigs.k8s.io/descheduler" in events, events
+
+        again = run(lab, tags=["tas_policy", "descheduler"], extra_vars=run_vars)
+        assert again.rc == 0 and again.changed == 0, again
+        print(
+            f"PROOF descheduler: {first.metadata.name} on {high} ({workers[high]:.1f} % of TDP > {target}) evicted by "
+            f"the descheduler ({events[0]!r}); replacement {second.metadata.name} on {low} ({workers[low]:.1f} %)"
+        )
+    finally:
+        removed = run(
+            lab,
+            tags=["tas_policy", "descheduler"],
+            extra_vars={
+                **run_vars,
+                "tas_policy_state": "absent",
+                "poweraware_enable_descheduler": True,
+                "descheduler_state": "absent",
+            },
+        )
+        assert removed.rc == 0, removed
+        core.delete_namespace(namespace)
+    with pytest.raises(ApiException):
+        apps.read_namespaced_deployment("descheduler", "kube-system")
+    with pytest.raises(ApiException):
+        rbac.read_cluster_role("poweraware:descheduler")
+    with pytest.raises(ApiException):
+        api["networking"].read_namespaced_network_policy("descheduler", "kube-system")
+    assert not any(own in n.metadata.labels for n in core.list_node().items)
+
+
 # --- check mode ------------------------------------------------------------------------------------
 def test_check_mode_reports_a_pending_change(converged, lab, api):
     result = run(lab, tags=["tas_policy"], extra_vars={"tas_policy_max_tdp_percent": 61}, check=True)

@@ -9,8 +9,9 @@ import pathlib
 
 import pytest
 import yaml
+from ansible_collections.poweraware.k8s.plugins.module_utils._descheduler import release_for
 
-from lab import images, kubelet_pods
+from lab import assets, images, kubelet_pods
 from lab.components import kwok
 
 KSM = "registry.k8s.io/kube-state-metrics/kube-state-metrics"
@@ -194,8 +195,11 @@ def test_every_mapped_image_is_a_roles_default_image_at_its_default_tag():
     defaults = {}
     for path in roles.glob("*/defaults/main.yml"):
         defaults.update(yaml.safe_load(path.read_text()) or {})
+    # an empty default tag is chosen per cluster (the descheduler's follows the Kubernetes minor): the
+    # lab's Kubernetes decides it
+    lab_minor = assets.kubernetes_version()
     deployed = {
-        f"{defaults[key]}:{defaults[key + '_tag']}"
+        f"{defaults[key]}:{defaults[key + '_tag'] or (key == 'descheduler_image' and release_for(lab_minor)[0])}"
         for key in defaults
         if key.endswith("_image") and f"{key}_tag" in defaults
     }

@@ -49,6 +49,7 @@ ROLES = [
     "tas",
     "tas_policy",
     "power_demo",
+    "descheduler",
     "appqos_certs",
 ]
 FILTER_OF_TYPE = {"bool": "bool", "int": "int", "float": "float"}
@@ -61,6 +62,10 @@ STUBS: dict[str, dict] = {
     "nfd": {"_nfd_master_tolerations": []},
     "tas_policy": {"_tas_policy_left": [{"node": "worker-1", "label": "power-sensitive-scheduling-policy=violating"}]},
     "kube_state_metrics": {"_kube_state_metrics_rules": {"": ["nodes", "pods"]}},
+    "descheduler": {
+        "_descheduler_plan": {"policy": {}, "image_tag": "v0.36.0", "reads_metrics": False, "errors": []},
+        "_descheduler_policy_yaml": "kind: DeschedulerPolicy\n",
+    },
     "prometheus": {
         "_prometheus_config_checksum": "c0ffee",
         "_prometheus_target_namespace": "monitoring",

@@ -1,0 +1,150 @@
+"""The descheduler role's decisions: the release for a cluster, TAS's policy, and a policy of the
+user's own refused, all problems at once, where the descheduler itself would crash-loop or never
+evict (its checks at start in v0.36.0's policyconfig.go, profile.go and the plugins' validation)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+from ansible_collections.poweraware.k8s.plugins.module_utils import _descheduler as ds
+
+TAS_README = {
+    "apiVersion": "descheduler/v1alpha2",
+    "kind": "DeschedulerPolicy",
+    "profiles": [
+        {
+            "name": "ProfileName",
+            "pluginConfig": [
+                {
+                    "name": "RemovePodsViolatingNodeAffinity",
+                    "args": {"nodeAffinityType": ["requiredDuringSchedulingIgnoredDuringExecution"]},
+                }
+            ],
+            "plugins": {"deschedule": {"enabled": ["RemovePodsViolatingNodeAffinity"]}},
+        }
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("version", "tag"),
+    [("v1.36.3", "v0.36.0"), ("v1.30.14", "v0.30.1"), ("1.29", "v0.29.0"), ("v1.33.0-rc.1", "v0.33.0")],
+)
+def test_the_release_matches_the_kubernetes_minor(version, tag):
+    assert ds.release_for(version) == (tag, None)
+
+
+def test_a_cluster_outside_the_table_is_refused_naming_what_to_do():
+    tag, old = ds.release_for("v1.28.9")
+    assert tag is None and "older than 1.29" in old and "v0.29.0" in old and "poweraware_enable_descheduler" in old
+    tag, new = ds.release_for("v1.37.0")
+    assert tag is None and "newer than 1.36" in new and "descheduler_image_tag to v0.37.0" in new
+    assert "not a version like v1.36.3" in ds.release_for("latest")[1]
+
+
+def test_the_default_is_the_tas_readme_policy_and_valid():
+    result = ds.plan({}, "v1.36.3")
+    assert result == {"policy": ds.tas_policy(), "image_tag": "v0.36.0", "reads_metrics": False, "errors": []}
+    # the same plugin, arguments and extension point as the TAS README's policy
+    readme = TAS_README["profiles"][0]
+    ours = result["policy"]["profiles"][0]
+    assert (ours["pluginConfig"], ours["plugins"]) == (readme["pluginConfig"], readme["plugins"])
+    assert ds.policy_errors(TAS_README) == []
+
+
+def test_namespaces_limit_the_default_policy():
+    policy = ds.plan({}, "v1.36.3", namespaces=["power-demo"])["policy"]
+    (config,) = policy["profiles"][0]["pluginConfig"]
+    assert config["args"]["namespaces"] == {"include": ["power-demo"]}
+    both = ds.plan(TAS_README, "v1.36.3", namespaces=["power-demo"])["errors"]
+    assert any("descheduler_namespaces applies only to the policy this role writes" in e for e in both)
+
+
+def test_an_explicit_tag_wins_over_the_cluster_version():
+    assert ds.plan({}, "v1.40.0", image_tag="v0.36.0")["errors"] == []
+    assert "not a descheduler release tag" in ds.plan({}, "v1.36.3", image_tag="latest")["errors"][0]
+
+
+@pytest.mark.parametrize("interval", ["5m", "90s", "1h30m", "2.5m"])
+def test_go_durations_are_accepted(interval):
+    assert ds.plan({}, "v1.36.3", interval=interval)["errors"] == []
+
+
+@pytest.mark.parametrize("interval", ["5", "0s", "-5m", "five minutes", ""])
+def test_other_intervals_are_refused(interval):
+    (error,) = ds.plan({}, "v1.36.3", interval=interval)["errors"]
+    assert error.startswith(f"descheduler_interval={interval!r} is not a positive Go duration")
+
+
+def test_every_problem_of_a_policy_at_once():
+    bad = {
+        "apiVersion": "descheduler/v1alpha1",
+        "kind": "DeschedulerPolicy",
+        "maxNoOfPodsToEvictPerNode": -1,
+        "profiles": [
+            {
+                "name": "p",
+                "pluginConfig": [
+                    {"name": "RemovePodsViolatingNodeAffinity", "args": {"nodeAffinityType": ["requiredDuring"]}},
+                    {"name": "NoSuchPlugin"},
+                ],
+                "plugins": {
+                    "deschedule": {"enabled": ["RemovePodsViolatingNodeAffinity", "LowNodeUtilization"]},
+                    "balance": {"enabled": ["RemoveDuplicates"]},
+                    "sort": {"enabled": []},
+                },
+            },
+            {"name": "p", "plugins": {"filter": {"enabled": ["DefaultEvictor"]}}},
+        ],
+    }
+    errors = ds.policy_errors(bad)
+    expected = [
+        "apiVersion='descheduler/v1alpha1'",
+        "profile 'p': pluginConfig RemovePodsViolatingNodeAffinity: args.nodeAffinityType has requiredDuring",
+        "profile 'p': pluginConfig[1] names plugin 'NoSuchPlugin'",
+        "plugins.deschedule.enabled names LowNodeUtilization, which implements only balance",
+        "RemoveDuplicates is enabled in plugins.balance but has no pluginConfig entry",
+        "plugins.sort is not an extension point",
+        "profile 'p': the name is used by another profile",
+        "enables no plugin at the deschedule or balance extension point, so it evicts nothing",
+        "maxNoOfPodsToEvictPerNode=-1",
+    ]
+    for text in expected:
+        assert any(text in e for e in errors), (text, errors)
+    assert len(errors) == len(expected), errors
+
+
+def test_the_node_affinity_arguments():
+    policy = copy.deepcopy(TAS_README)
+    args = policy["profiles"][0]["pluginConfig"][0]["args"]
+    args["namespaces"] = {"include": ["a"], "exclude": ["b"]}
+    del args["nodeAffinityType"]
+    errors = ds.policy_errors(policy)
+    assert any("args.nodeAffinityType=None must list one or more" in e for e in errors), errors
+    assert any("sets both include and exclude" in e for e in errors), errors
+
+
+def test_the_default_evictor_needs_no_plugin_config():
+    policy = copy.deepcopy(TAS_README)
+    policy["profiles"][0]["plugins"]["filter"] = {"enabled": ["DefaultEvictor"]}
+    assert ds.policy_errors(policy) == []
+
+
+def test_a_policy_with_the_metrics_collector_reads_metrics():
+    policy = copy.deepcopy(TAS_README)
+    policy["metricsCollector"] = {"enabled": True}
+    assert ds.plan(policy, "v1.36.3")["reads_metrics"] is True
+
+
+def test_the_descheduler_user_guide_lists_the_releases_of_the_table():
+    # the table's source: v0.36.0's docs/user-guide.md image list (the newest patch of each minor)
+    listed = {"v0.36.0", "v0.35.0", "v0.34.0", "v0.33.0", "v0.32.0", "v0.31.0", "v0.30.1", "v0.30.0", "v0.29.0"}
+    assert set(ds.RELEASES.values()) <= listed
+    assert all(int(tag.split(".")[1]) == minor for minor, tag in ds.RELEASES.items())
+
+
+def test_the_policy_written_is_yaml_the_descheduler_reads():
+    text = yaml.safe_dump(ds.tas_policy(["x"]))
+    assert yaml.safe_load(text)["apiVersion"] == "descheduler/v1alpha2"
