@@ -28,7 +28,16 @@ BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler
 # Linked into the lab's bin/ when there, never required (an assets directory may lack them): kubectl,
 # and the executables of the images the lab runs (lab/images.py; a pod whose executable is missing
 # shows it in its status).
-OPTIONAL_BINARIES = ("kubectl", "kube-state-metrics", "extender", "adapter", "prometheus", "descheduler")
+OPTIONAL_BINARIES = (
+    "kubectl",
+    "kube-state-metrics",
+    "extender",
+    "adapter",
+    "prometheus",
+    "descheduler",
+    "nfd-master",
+    "nfd-worker",
+)
 # Go's usual install place on these machines; PATH wins when it has a go.
 GO_FALLBACKS = ("/usr/local/go/bin/go",)
 
@@ -148,6 +157,23 @@ COMPONENTS = (
             "github.com/prometheus/common/version.Version=2.53.2",
             "github.com/prometheus/common/version.Branch=HEAD",
             "github.com/prometheus/common/version.BuildUser=poweraware-lab",
+        ),
+    ),
+    GoBuild(
+        name="nfd",
+        module="sigs.k8s.io/node-feature-discovery",
+        # The image's nfd-master and nfd-worker (its Dockerfile: go install ./cmd/...), which the role's
+        # containers name as their command.
+        packages=(
+            "sigs.k8s.io/node-feature-discovery/cmd/nfd-master",
+            "sigs.k8s.io/node-feature-discovery/cmd/nfd-worker",
+        ),
+        binaries=("nfd-master", "nfd-worker"),
+        # The image build's LDFLAGS (Makefile, Dockerfile): the version `-version` reports, and the
+        # container's host mount prefix, under which the worker's DaemonSet mounts /sys, /boot, /etc...
+        stamps=(
+            "sigs.k8s.io/node-feature-discovery/pkg/version.version=v0.17.3",
+            "sigs.k8s.io/node-feature-discovery/pkg/utils/hostpath.pathPrefix=/host-",
         ),
     ),
     GoBuild(

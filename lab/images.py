@@ -37,15 +37,16 @@ class Image:
     why: str = ""
     system_path: str = ""  # the executable comes from this machine's Debian package, not a Go build
     script: str = ""  # the executable is this file of the lab (standard library only) run by the node's python3
+    user: str = ""  # the image's USER (numeric uid[:gid]), applied when the pod sets no runAsUser
     # What the lab's power meter counts as the container's CPU use: "requests" (every other image),
     # or "stress-ng" (while the container runs, the CPUs its stress-ng arguments stress).
     cpu_use: str = "requests"
 
     def to_json(self) -> dict:
-        return {
-            "entrypoint": list(self.entrypoint),
-            "version": self.version,
-        }
+        image = {"entrypoint": list(self.entrypoint), "version": self.version}
+        if self.user:
+            image["user"] = self.user
+        return image
 
     @property
     def reference(self) -> str:
@@ -86,6 +87,17 @@ IMAGES = (
         "power rules; built from its Go module because Debian's package has no Kubernetes discovery",
     ),
     Image(
+        repository="registry.k8s.io/nfd/node-feature-discovery",
+        tag="v0.17.3",
+        # Dockerfile: no ENTRYPOINT; the role's containers give the command (nfd-master, nfd-worker), which
+        # are both in the images dir; the image runs as USER 65534:65534
+        entrypoint=("nfd-master",),
+        version="v0.17.3",
+        why="nfd-worker reads each node's features (CPUID, the node's /sys under /host-sys, features.d) into "
+        "NodeFeature objects; nfd-master turns them and the role's power NodeFeatureRule into node labels",
+        user="65534:65534",
+    ),
+    Image(
         repository="registry.k8s.io/descheduler/descheduler",
         tag="v0.36.0",
         # Dockerfile: no ENTRYPOINT (CMD ["/bin/descheduler", "--help"]); the role gives the command
@@ -93,6 +105,7 @@ IMAGES = (
         version="v0.36.0",
         why="evicts the pods whose required node affinity a node TAS labelled violating no longer meets "
         "(TAS's deschedule strategy); the release for Kubernetes 1.36, which the lab runs",
+        user="1000",  # Dockerfile: USER 1000
     ),
     Image(
         repository="docker.io/opnfv/barometer-collectd",

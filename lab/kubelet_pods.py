@@ -26,7 +26,7 @@ one:
   on the host network) gets a resolv.conf naming the cluster DNS with the
   ``<ns>.svc.<domain> svc.<domain> <domain>`` search path and ``ndots:5``, merged with its
   ``dnsConfig``; ``Default`` keeps the node's, ``None`` uses ``dnsConfig`` alone;
-- readiness, liveness and startup probes (httpGet, tcpSocket, exec) on the pod's address, restarts
+- readiness, liveness and startup probes (httpGet, tcpSocket, exec, grpc) on the pod's address, restarts
   with kubelet's back-off (10 s doubling to 5 min, here 1 s to 20 s), ``restartPolicy``;
 - the pod's status (phase, podIP, conditions, container states with ``CrashLoopBackOff`` and the
   last termination, restart counts), patched through the API with the node's own credentials;
@@ -50,6 +50,7 @@ import dataclasses
 import hashlib
 import ipaddress
 import json
+import math
 import os
 import pathlib
 import re
@@ -62,6 +63,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from fractions import Fraction
 
 BACKOFF_INITIAL = 1.0
 BACKOFF_MAX = 20.0
@@ -435,7 +437,9 @@ class PodVolumes:
 def prepare_host_path(host_path: dict) -> pathlib.Path:
     path = pathlib.Path(host_path["path"])
     kind = host_path.get("type") or ""
-    if kind == "DirectoryOrCreate":
+    if kind == "DirectoryOrCreate" or (kind == "" and not os.path.lexists(path)):
+        # unset type: kubelet checks nothing, and the runtime creates a missing source as a directory
+        # (containerd's CRI, as Docker did): NFD's features.d on a node that never had one
         path.mkdir(mode=0o755, parents=True, exist_ok=True)
     elif kind == "FileOrCreate":
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -744,12 +748,102 @@ def run_probe(probe: dict, container: dict, pod_ip: str, exec_probe) -> tuple[bo
         if "exec" in probe:
             return exec_probe(probe["exec"].get("command") or [], timeout)
         if "grpc" in probe:
-            return False, "grpc probes are not supported by the lab's kubelet"
+            grpc = probe["grpc"]
+            return grpc_health_check(pod_ip, int(grpc["port"]), str(grpc.get("service") or ""), timeout)
     except PodError as exc:
         return False, str(exc)
     except (OSError, ValueError) as exc:
         return False, f"probe failed: {exc}"
     return True, ""
+
+
+# kubelet's gRPC probe: grpc.health.v1.Health/Check over cleartext HTTP/2 (h2c with prior
+# knowledge, RFC 9113), written with the standard library because the nodes' kubelet stand-in has
+# nothing else. The request is one HEADERS frame (HPACK literals, never Huffman) and one DATA frame;
+# the answer is read frame by frame until the stream ends, and only its message is decoded, so the
+# server's HPACK (indexed, Huffman-coded) headers need no decoder.
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+H2_DATA, H2_HEADERS, H2_RST_STREAM, H2_SETTINGS, H2_GOAWAY = 0x0, 0x1, 0x3, 0x4, 0x7
+H2_END_STREAM, H2_ACK, H2_END_HEADERS, H2_PADDED = 0x1, 0x1, 0x4, 0x8
+GRPC_HEALTH_STATUS = {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}
+
+
+def h2_frame(kind: int, flags: int, stream: int, payload: bytes) -> bytes:
+    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
+
+
+def _hpack_literal(name: str, value: str) -> bytes:
+    """A literal header field without indexing, new name, raw octets (RFC 7541 6.2.2)."""
+    out = b"\x00"
+    for text in (name.encode(), value.encode()):
+        if len(text) >= 127:
+            raise ValueError(f"header {name!r} too long for a one-byte HPACK length")
+        out += bytes([len(text)]) + text
+    return out
+
+
+def _recv_exact(sock: socket.socket, count: int) -> bytes:
+    data = b""
+    while len(data) < count:
+        chunk = sock.recv(count - len(data))
+        if not chunk:
+            raise OSError("connection closed by the server")
+        data += chunk
+    return data
+
+
+def grpc_health_check(host: str, port: int, service: str, timeout: float) -> tuple[bool, str]:
+    """(ok, message) of grpc.health.v1.Health/Check for ``service`` at host:port, as kubelet judges
+    it: SERVING passes; any other status, an error status or no answer fails."""
+    body = service.encode()
+    request = (bytes([0x0A, len(body)]) + body) if body else b""  # HealthCheckRequest{service}
+    message = b"\x00" + len(request).to_bytes(4, "big") + request
+    headers = b"".join(
+        _hpack_literal(name, value)
+        for name, value in (
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", "/grpc.health.v1.Health/Check"),
+            (":authority", f"{host}:{port}"),
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
+        )
+    )
+    data = b""
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.settimeout(timeout)
+        sock.sendall(
+            H2_PREFACE
+            + h2_frame(H2_SETTINGS, 0, 0, b"")
+            + h2_frame(H2_HEADERS, H2_END_HEADERS, 1, headers)
+            + h2_frame(H2_DATA, H2_END_STREAM, 1, message)
+        )
+        while True:
+            head = _recv_exact(sock, 9)
+            length, kind, flags = int.from_bytes(head[:3], "big"), head[3], head[4]
+            stream = int.from_bytes(head[5:9], "big") & 0x7FFFFFFF
+            payload = _recv_exact(sock, length)
+            if kind == H2_SETTINGS and not flags & H2_ACK:
+                sock.sendall(h2_frame(H2_SETTINGS, H2_ACK, 0, b""))
+            elif kind == H2_GOAWAY:
+                return False, "gRPC health check failed: the server closed the connection (GOAWAY)"
+            elif stream == 1 and kind == H2_RST_STREAM:
+                return False, "gRPC health check failed: the server reset the stream"
+            elif stream == 1 and kind == H2_DATA:
+                if flags & H2_PADDED:
+                    payload = payload[1 : len(payload) - payload[0]]
+                data += payload
+            if stream == 1 and kind in (H2_DATA, H2_HEADERS) and flags & H2_END_STREAM:
+                break
+    if len(data) < 5:
+        return False, "gRPC health check failed: no HealthCheckResponse (an error status)"
+    response = data[5 : 5 + int.from_bytes(data[1:5], "big")]
+    status = 0
+    if len(response) >= 2 and response[0] == 0x08:  # field 1 (status), varint; the values fit one byte
+        status = response[1]
+    if status == 1:
+        return True, ""
+    return False, f'service unhealthy (responded with "{GRPC_HEALTH_STATUS.get(status, status)}")'
 
 
 @dataclasses.dataclass
@@ -868,15 +962,20 @@ class ApiPod:
         return (self.pod.get("spec") or {}).get("restartPolicy") or "Always"
 
     # --- what runs ---------------------------------------------------------------------------
-    def _security(self, container: dict) -> tuple | None:
+    def _security(self, container: dict, image: dict | None = None) -> tuple | None:
         pod_ctx = (self.pod.get("spec") or {}).get("securityContext") or {}
         ctx = container.get("securityContext") or {}
         uid = ctx.get("runAsUser", pod_ctx.get("runAsUser"))
         gid = ctx.get("runAsGroup", pod_ctx.get("runAsGroup"))
         non_root = ctx.get("runAsNonRoot", pod_ctx.get("runAsNonRoot"))
+        if uid is None and (image or {}).get("user"):
+            # the image's USER (uid[:gid], numeric), as the runtime applies it when the pod names none
+            image_uid, _colon, image_gid = str(image["user"]).partition(":")
+            uid = int(image_uid)
+            gid = gid if gid is not None else (int(image_gid) if image_gid else None)
         if uid is None:
             if non_root:
-                # kubelet: an image whose user is root (ours have no USER) cannot run as non-root.
+                # kubelet: an image whose user is root (an image without USER) cannot run as non-root.
                 raise PodError("container has runAsNonRoot and image will run as root")
             return None
         if non_root and int(uid) == 0:
@@ -946,14 +1045,40 @@ class ApiPod:
         return out
 
 
+_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$")
+_QUANTITY_SUFFIX = {
+    **{s: Fraction(1024) ** (i + 1) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"))},
+    "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": Fraction(1),
+    "k": Fraction(10**3), "M": Fraction(10**6), "G": Fraction(10**9), "T": Fraction(10**12),
+    "P": Fraction(10**15), "E": Fraction(10**18),
+}  # fmt: skip
+
+
+def quantity(text) -> Fraction:
+    """A Kubernetes resource quantity ("512Mi", "250m", "1e3") as an exact number."""
+    match = _QUANTITY.match(str(text).strip())
+    if not match:
+        raise PodError(f"{text!r} is not a resource quantity")
+    number, suffix = Fraction(match.group(1)), match.group(2) or ""
+    if suffix[:1] in ("e", "E"):
+        return number * Fraction(10) ** int(suffix[1:])
+    return number * _QUANTITY_SUFFIX[suffix]
+
+
 def resource_value(container: dict, ref: dict) -> str:
+    """The downward API's resourceFieldRef as kubelet writes it: the quantity divided by the divisor
+    (default 1), rounded up to a whole number ("512Mi" -> "536870912"; cpu "250m" -> "1")."""
     resource = ref.get("resource", "")
     kind, _dot, name = resource.partition(".")
     value = ((container.get("resources") or {}).get(kind) or {}).get(name)
     if value is None:
         # kubelet: unset limits default to the node's allocatable; the lab reports 0 (unbounded).
         return "0"
-    return str(value)
+    # the API server stores an unset divisor as "0", which kubelet reads as 1
+    divisor = quantity(ref.get("divisor") or "0") or Fraction(1)
+    if divisor < 0:
+        raise PodError(f"resourceFieldRef {resource}: divisor {ref.get('divisor')!r} must be positive")
+    return str(math.ceil(quantity(value) / divisor))
 
 
 class ApiPods:
@@ -1157,7 +1282,7 @@ class ApiPods:
             if not os.access(executable, os.X_OK):
                 raise PodError(f'exec: "{argv[0]}": executable file not found in the lab image {executable.parent}')
             mounts = pod.mounts(container.spec)
-            user = pod._security(container.spec)
+            user = pod._security(container.spec, container.image)
             rootfs = pod.pod_dir / "containers" / container.name / "rootfs"
             rootfs.mkdir(parents=True, exist_ok=True)
             working_dir = container.spec.get("workingDir")

@@ -110,6 +110,49 @@ def test_nfd_power_rule_accepted(converged, api):
     ]
 
 
+def test_nfd_labels_the_workers_from_their_own_features(converged, api, lab):
+    """NFD runs for real: each nfd-worker (a process on its node, as the image's USER 65534) reads its
+    node's features into a NodeFeature object named after the node, and nfd-master labels the node
+    from it, with NFD's own labels (the P-state driver from the node's sysfs) and with the role's
+    power NodeFeatureRule (intel_pstate in active mode, the lab's CPUs). The RAPL rule matches on
+    loaded kernel modules, which this machine's kernel does not list (no /proc/modules), so the lab
+    cannot show that label (docs/lab.md)."""
+    core, custom = api["core"], api["custom"]
+    pods = core.list_namespaced_pod(NFD_NS, label_selector="app.kubernetes.io/name=node-feature-discovery").items
+    for p in pods:
+        (status,) = p.status.container_statuses
+        assert status.ready and status.state.running, (p.metadata.name, status)
+        assert status.state.running.started_at, p.metadata.name  # a process the lab's kubelet started
+    features = custom.list_namespaced_custom_object("nfd.k8s-sigs.io", "v1alpha1", NFD_NS, "nodefeatures")["items"]
+    by_node = {f["metadata"]["labels"]["nfd.node.kubernetes.io/node-name"]: f for f in features}
+    assert sorted(by_node) == sorted(lab.worker_nodes), sorted(by_node)
+    for node, feature in by_node.items():
+        pstate = feature["spec"]["features"]["attributes"]["cpu.pstate"]["elements"]
+        assert pstate["status"] == "active", (node, pstate)
+
+    def labelled():
+        found = {n.metadata.name: n.metadata.labels for n in core.list_node().items}
+        return (
+            all(
+                found[n].get("feature.node.kubernetes.io/poweraware-pstate-active") == "true"
+                and found[n].get("feature.node.kubernetes.io/cpu-pstate.status") == "active"
+                for n in lab.worker_nodes
+            )
+            and found
+        )
+
+    found = wait_until(labelled, 120, "nfd-master labelling every worker from its NodeFeature", interval=2)
+    assert "feature.node.kubernetes.io/poweraware-pstate-active" not in found[lab.control_plane_node]
+    nfd = {
+        n: (
+            sum(k.startswith("feature.node.kubernetes.io/") for k in found[n]),
+            {k: v for k, v in found[n].items() if "pstate" in k or "poweraware" in k},
+        )
+        for n in lab.worker_nodes
+    }
+    print(f"PROOF NFD labels from the workers' own features (count, power ones): {nfd}")
+
+
 def test_nfd_rbac_is_narrow(converged, api):
     worker, master = f"{NFD_NS}/nfd-worker", f"{NFD_NS}/nfd-master"
     assert can(api, worker, "create", "nodefeatures", "nfd.k8s-sigs.io", NFD_NS)

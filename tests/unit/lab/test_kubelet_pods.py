@@ -245,3 +245,120 @@ def test_pod_hostname_is_kubelets():
     assert kubelet_pods.pod_hostname({"metadata": {"name": "web-0"}, "spec": {"hostname": "db"}}) == "db"
     long_name = "a" * 62 + "-b" + "c" * 10  # cut at 63 ends with "-": trimmed, as kubelet does
     assert kubelet_pods.pod_hostname({"metadata": {"name": long_name}, "spec": {}}) == "a" * 62
+
+
+NFD = "registry.k8s.io/nfd/node-feature-discovery:v0.17.3"
+
+
+def _api_pod(spec_context=None, container_context=None, image=NFD):
+    body = pod(image)
+    if spec_context is not None:
+        body["spec"]["securityContext"] = spec_context
+    if container_context is not None:
+        body["spec"]["containers"][0]["securityContext"] = container_context
+    api_pod = kubelet_pods.ApiPod(body, "n", "127.0.1.1", "10.244.1.2", IMAGE_MAP, pathlib.Path("/nonexistent"), None)
+    (container,) = api_pod.containers
+    return api_pod, container
+
+
+def test_the_image_user_applies_when_the_pod_names_none():
+    # NFD's image runs as USER 65534:65534: its pods set only runAsNonRoot, as upstream's manifests do
+    api_pod, container = _api_pod({"runAsNonRoot": True})
+    assert api_pod._security(container.spec, container.image) == (65534, 65534, ())
+    # the pod's runAsUser/runAsGroup win over the image's
+    api_pod, container = _api_pod({"runAsNonRoot": True, "runAsUser": 1000}, {"runAsGroup": 2000})
+    assert api_pod._security(container.spec, container.image) == (1000, 2000, ())
+
+
+def test_an_image_without_user_runs_as_root_and_runasnonroot_refuses_it():
+    collectd = "docker.io/opnfv/barometer-collectd:stable"  # no USER in its Dockerfile
+    api_pod, container = _api_pod({"runAsNonRoot": True}, image=collectd)
+    with pytest.raises(kubelet_pods.PodError, match="runAsNonRoot and image will run as root"):
+        api_pod._security(container.spec, container.image)
+    api_pod, container = _api_pod(None, image=collectd)
+    assert api_pod._security(container.spec, container.image) is None
+    # the descheduler's USER 1000 has no group: the group is the uid's, as the lab gives it
+    api_pod, container = _api_pod({}, image="registry.k8s.io/descheduler/descheduler:v0.36.0")
+    assert api_pod._security(container.spec, container.image) == (1000, 1000, ())
+
+
+def _h2_server(status: int | None):
+    """A one-shot server speaking the server side of a gRPC health check: its SETTINGS, response
+    headers (opaque HPACK bytes), the HealthCheckResponse with ``status`` (None: a trailers-only
+    error answer), trailers ending the stream."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    received = {}
+
+    def serve():
+        conn, _addr = listener.accept()
+        with conn:
+            preface = conn.recv(len(kubelet_pods.H2_PREFACE))
+            received["preface"] = preface
+            conn.sendall(kubelet_pods.h2_frame(kubelet_pods.H2_SETTINGS, 0, 0, b"\x00\x03\x00\x00\x00\x64"))
+            ends = kubelet_pods.H2_END_HEADERS
+            if status is None:
+                ends |= kubelet_pods.H2_END_STREAM
+            conn.sendall(kubelet_pods.h2_frame(kubelet_pods.H2_HEADERS, ends, 1, b"\x88\x5f\x8b\x1d\x75\xd0\x62\x0d"))
+            if status is not None:
+                message = b"\x00\x00\x00\x00\x02\x08" + bytes([status])
+                conn.sendall(kubelet_pods.h2_frame(kubelet_pods.H2_DATA, 0, 1, message))
+                trailer = kubelet_pods.H2_END_HEADERS | kubelet_pods.H2_END_STREAM
+                conn.sendall(kubelet_pods.h2_frame(kubelet_pods.H2_HEADERS, trailer, 1, b"\x40\x8b\x9a"))
+            conn.recv(65536)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return listener, received
+
+
+@pytest.mark.parametrize(
+    ("status", "ok", "message"),
+    [
+        (1, True, ""),
+        (2, False, 'service unhealthy (responded with "NOT_SERVING")'),
+        (None, False, "gRPC health check failed: no HealthCheckResponse (an error status)"),
+    ],
+)
+def test_a_grpc_probe_passes_only_on_serving(status, ok, message):
+    listener, received = _h2_server(status)
+    with listener:
+        port = listener.getsockname()[1]
+        probe = {"grpc": {"port": port}, "timeoutSeconds": 2}
+        assert kubelet_pods.run_probe(probe, {}, "127.0.0.1", None) == (ok, message)
+    assert received["preface"] == kubelet_pods.H2_PREFACE
+
+
+def test_a_grpc_probe_of_a_closed_port_fails():
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+    ok, message = kubelet_pods.run_probe({"grpc": {"port": port}}, {}, "127.0.0.1", None)
+    assert not ok and message.startswith("probe failed:"), message
+
+
+def test_a_missing_host_path_of_unset_type_is_created_as_a_directory(tmp_path):
+    missing = tmp_path / "etc" / "kubernetes" / "node-feature-discovery" / "features.d"
+    assert kubelet_pods.prepare_host_path({"path": str(missing)}) == missing
+    assert missing.is_dir()
+    with pytest.raises(kubelet_pods.PodError, match="is not a directory"):
+        kubelet_pods.prepare_host_path({"path": str(tmp_path / "absent"), "type": "Directory"})
+    assert not (tmp_path / "absent").exists()
+
+
+@pytest.mark.parametrize(
+    ("resources", "ref", "value"),
+    [
+        ({"limits": {"memory": "512Mi"}}, {"resource": "limits.memory"}, "536870912"),  # NFD's GOMEMLIMIT
+        ({"limits": {"memory": "512Mi"}}, {"resource": "limits.memory", "divisor": "1Mi"}, "512"),
+        ({"requests": {"cpu": "250m"}}, {"resource": "requests.cpu"}, "1"),  # rounded up, as kubelet
+        ({"requests": {"cpu": "250m"}}, {"resource": "requests.cpu", "divisor": "1m"}, "250"),
+        ({"limits": {"memory": "1e3"}}, {"resource": "limits.memory"}, "1000"),
+        ({"limits": {"memory": "512Mi"}}, {"resource": "limits.memory", "divisor": "0"}, "536870912"),  # stored
+        ({}, {"resource": "limits.memory"}, "0"),
+    ],
+)
+def test_resource_field_refs_are_whole_numbers_of_the_divisor(resources, ref, value):
+    assert kubelet_pods.resource_value({"resources": resources}, ref) == value
