@@ -11,7 +11,7 @@ What it does, in order (each step idempotent, so a restart - ``lab reboot`` - bo
    node's own directories (the host's files are the "installed distribution"; every change the node
    makes stays in its layer), fresh ``/root`` and ``/home``, private ``/tmp`` and ``/run``;
 2. the node's kernel: the fake sysfs trees of this node bind-mounted over the real paths
-   (``/sys/devices/system/cpu``, ``/sys/class/powercap`` ...);
+   (``/sys/devices/system/cpu``, ``/sys/class/powercap`` ...), and its ``/proc/stat``;
 3. the lab's kubelet stand-in and "container images" at ``/usr/lib/poweraware-lab`` (read-only);
 4. the controller hidden: the checkout and the lab state directory are covered by empty tmpfs;
 5. identity: hostname, ``/etc/hosts``, the login user with its SSH key and passwordless sudo, the
@@ -129,6 +129,10 @@ def set_up_kernel(cfg):
         source = sys_tree / sub
         if source.is_dir() and not source.is_symlink():
             graft(pathlib.Path("/sys") / sub, source)
+    # The node's CPU times (lab/fake_procfs.py), read-only as the kernel's file is.
+    stat = cfg.get("proc_stat")
+    if stat and os.path.isfile(stat):
+        bind(stat, "/proc/stat", read_only=True)
 
 
 def set_up_lab_lib(cfg):

@@ -13,6 +13,7 @@ On the controller, under ``<state>/nodes/<node>/``::
     disk/         the node's persistent disk: upper layers of /etc /usr /var /opt, and /root, /home
     overlay-work/ overlayfs work directories
     sys/          the node's kernel, rebuilt at power-on (lab/fake_sysfs.py)
+    proc/stat     its CPU times, advanced with its simulated load (lab/fake_procfs.py)
 
 ``<state>/ssh/`` holds the lab's login key pair (0600), ``known_hosts`` with each node's host key and
 an ``ssh_config`` naming every node. A node runs as long as its init process; stopping it ends every
@@ -36,7 +37,7 @@ import time
 
 import yaml
 
-from lab import fake_sysfs, pki
+from lab import fake_procfs, fake_sysfs, pki
 from lab.components import network
 
 LAB_DIR = pathlib.Path(__file__).resolve().parent
@@ -252,6 +253,11 @@ class NodeHosts:
         if node.tdp_w:
             shape["tdp_w"] = node.tdp_w
         fake_sysfs.build_tree(self.sysfs(name), node.scenario or self.scenario, rebuild=True, **shape)
+        stat = fake_procfs.stat_path(self.sysfs(name))
+        if node.power_server:  # its CPU time follows the load the power meter simulates
+            fake_procfs.power_on(stat, self.sysfs(name))
+        else:  # nothing would advance it: the node sees this machine's
+            stat.unlink(missing_ok=True)
 
     # --- run ----------------------------------------------------------------------------------
     def _config(self, name: str, images: pathlib.Path, kubelet_args: list[str] | None) -> pathlib.Path:
@@ -264,6 +270,7 @@ class NodeHosts:
             "disk": str(self.disk(name)),
             "overlay_work": str(self.root(name) / "overlay-work"),
             "sysfs": str(self.sysfs(name)),
+            "proc_stat": str(fake_procfs.stat_path(self.sysfs(name))),
             "images": str(images),
             "hide": hide,
             "user": LOGIN_USER,

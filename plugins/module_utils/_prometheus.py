@@ -23,6 +23,7 @@ __all__ = [
     "parse_matrix",
     "parse_time",
     "query_range_params",
+    "service_url",
 ]
 
 # Prometheus refuses range queries with more than 11,000 points per series.
@@ -179,3 +180,23 @@ def join_samples(util_series, power_series):
         samples[node] = kept
         dropped[node] = lost
     return samples, dropped
+
+
+def service_url(services, port_name="http"):
+    """``http://<ClusterIP>:<port>`` of the first Service in ``services`` (k8s_info resources) that
+    has a ClusterIP, at its port named ``port_name`` (its only port when none has that name); ``""``
+    when there is none. A node reaches ClusterIPs (kube-proxy) but resolves no cluster DNS names,
+    so the address, not the Service's name. IPv6 addresses are bracketed."""
+    for service in services or []:
+        spec = (service or {}).get("spec") or {}
+        ip = spec.get("clusterIP") or ""
+        ports = spec.get("ports") or []
+        if not ip or ip == "None" or not ports:
+            continue  # headless, or nothing to call
+        named = [p for p in ports if p.get("name") == port_name]
+        if not named and len(ports) != 1:
+            continue
+        port = (named or ports)[0].get("port")
+        host = f"[{ip}]" if ":" in ip else ip
+        return f"http://{host}:{int(port)}"
+    return ""

@@ -87,8 +87,10 @@ EXAMPLES = r"""
   poweraware.k8s.prometheus_power_samples_info:
     url: https://prometheus.monitoring.svc:9090
     ca_path: /etc/pki/prometheus-ca.crt
-    util_query: 100 * (1 - avg by (node) (rate(node_cpu_seconds_total{mode="idle"}[5m])))
-    power_query: node_package_power_watts
+    # collectd's cpu plugin (role collectd); with node_exporter:
+    # 100 * (1 - avg by (node) (rate(node_cpu_seconds_total{mode="idle"}[5m])))
+    util_query: 100 - avg by (node) (collectd_cpu_percent{cpu="idle", node!=""})
+    power_query: sum by (node) (collectd_rapl_power{type="package", node!=""})
     window: 24h
     step: 5m
   register: power_samples

@@ -29,9 +29,10 @@ IMPORTED = [
 TIMINGS = REPO_ROOT / "tests" / "output" / "site_timings.json"
 
 
-# The lab's Prometheus runs, but nothing the roles deploy exports CPU time (power_models_util_query
-# reads node_cpu_seconds_total), so the power models are fitted from a samples file: a synthetic
-# linear curve per worker (not measured data), enough to pass the quality gate.
+# At converge time the lab's Prometheus holds minutes of samples, not the day power_models_window
+# asks for, so the converge fits the power models from a samples file: a synthetic linear curve per
+# worker (not measured data), enough to pass the quality gate. The fit from the stack's own
+# Prometheus, after a load sweep, is test_site.py's test_power_models_are_fitted_from_the_stacks_own_prometheus.
 SITE_VARS: dict = {}
 
 

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 import uuid
 
 import pytest
@@ -94,7 +95,8 @@ NAMESPACE_LEVELS = {
 POLICIES = {
     "monitoring/collectd": (["metrics"], ["prometheus"], 0),
     "monitoring/kube-state-metrics": (["http-metrics"], ["prometheus"], 2),
-    "monitoring/prometheus": (["http"], ["prometheus-adapter"], 4),
+    # the adapter, and the control-plane nodes for the power_models play (power models are on)
+    "monitoring/prometheus": (["http", "http"], ["ipBlock", "prometheus-adapter"], 4),
     "custom-metrics/prometheus-adapter": (["https"], ["ipBlock"], 4),
     "telemetry-aware-scheduling/telemetry-aware-scheduling": (["https"], ["ipBlock"], 2),
     "node-feature-discovery/node-feature-discovery": ([], [], 2),
@@ -162,7 +164,8 @@ def test_namespaces_enforce_pod_security_and_every_component_has_its_network_pol
         ]
         assert sorted(set(sources)) == sorted(peers), key
         if "ipBlock" in peers:
-            assert {peer.ip_block.cidr for rule in spec.ingress for peer in rule._from} == control_plane, key
+            blocks = {peer.ip_block.cidr for rule in spec.ingress for peer in rule._from if peer.ip_block}
+            assert blocks == control_plane, key
         assert len(spec.egress or []) == egress_rules, key
         if egress_rules:  # the first rule reaches the API server at its endpoints
             assert {peer.ip_block.cidr for peer in spec.egress[0].to} == control_plane, key
@@ -730,6 +733,135 @@ def test_molecule_lab_scenario(site, lab):
         check=False,
     )
     assert proc.returncode == 0, f"{proc.stdout[-6000:]}\n{proc.stderr[-4000:]}"
+
+
+# The load sweep of the power-model test: percent of each worker's allocatable CPU, one level per
+# Prometheus scrape (15 s), up on one worker and down on the next. A collectd interval (10 s) that
+# spans a change reports the blend of two levels, power and utilisation alike; between neighbours 10
+# points apart the blend stays on the SPECpower curve, which is linear between its 10 % points (a
+# jump from 0 to 80 % would put a sample on the chord, far off a curved server's line).
+SWEEP_LEVELS = tuple(range(0, 101, 10))
+SWEEP_HOLD_S = 15
+
+
+def _prometheus_query(lab, api, query: str) -> list[dict]:
+    pod = api["core"].list_namespaced_pod("monitoring", label_selector="app.kubernetes.io/name=prometheus").items[0]
+    url = f"http://{pod.status.pod_ip}:9090/api/v1/query?" + urllib.parse.urlencode({"query": query})
+    status, body = lab.lab_http_get(url)
+    assert status == 200, body[:500]
+    return json.loads(body)["data"]["result"]
+
+
+def _sweep_pod(name: str, node: str, millicores: int) -> dict:
+    return {
+        "metadata": {"name": name, "labels": {"app": "power-model-sweep"}},
+        "spec": {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "load",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": f"{millicores}m"}},
+                }
+            ],
+        },
+    }
+
+
+def test_power_models_are_fitted_from_the_stacks_own_prometheus(site, api, lab):
+    """Issue 12's power models from the lab's own telemetry: collectd's cpu plugin reads each node's
+    /proc/stat, which follows the load the meter draws power for; after a load sweep, site.yml's
+    power_models play with no URL finds the stack's Prometheus by its Service, fits every worker
+    from its range queries, and each fitted model is compared with the node's true SPECpower curve
+    (RMSE over the utilisation the sweep covered, in percent of the server's peak)."""
+    from kubernetes.client.rest import ApiException
+
+    core = api["core"]
+    workers = lab.worker_nodes
+    allocatable = {n.metadata.name: parse_quantity(n.status.allocatable["cpu"]) for n in core.list_node().items}
+    util_query = yaml.safe_load((REPO_ROOT / "roles/power_models/defaults/main.yml").read_text())[
+        "power_models_util_query"
+    ]
+
+    def exported_util() -> dict[str, float]:
+        return {r["metric"]["node"]: float(r["value"][1]) for r in _prometheus_query(lab, api, util_query)}
+
+    # collectd exports every node's utilisation, and it is the meter's: a steady load, within 2 points
+    # once the last collectd interval and scrape (up to 25 s) cover it
+    def consistent():
+        exported, simulated = exported_util(), lab.simulated_power()
+        pairs = {w: (round(exported[w], 2), simulated[w]["util_percent"]) for w in workers if w in exported}
+        return len(pairs) == len(workers) and all(abs(a - b) <= 2.0 for a, b in pairs.values()) and pairs
+
+    steady = wait_until(consistent, 60, "collectd_cpu_percent of every worker to match the meter's utilisation")
+
+    start = time.time()
+    names: list[str] = []
+    try:
+        for step in range(len(SWEEP_LEVELS)):
+            for i, worker in enumerate(workers):
+                level = SWEEP_LEVELS[step if i % 2 == 0 else -1 - step]
+                name = f"sweep-{i}-{step}"
+                if level:
+                    core.create_namespaced_pod(
+                        "default", _sweep_pod(name, worker, int(allocatable[worker] * 10 * level))
+                    )
+                    names.append(name)
+                if step:  # the previous level's pod goes when this one is there
+                    previous = f"sweep-{i}-{step - 1}"
+                    if previous in names:
+                        core.delete_namespaced_pod(previous, "default", grace_period_seconds=0)
+            time.sleep(SWEEP_HOLD_S)
+    finally:
+        for name in names:
+            try:
+                core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+    window = int(time.time() - start)
+    fit = run_site(
+        lab,
+        tags=["power_models"],
+        extra_vars={
+            "power_models_source": "prometheus",
+            "power_models_samples_file": "",
+            "power_models_window": f"{window}s",
+            "power_models_step": f"{SWEEP_HOLD_S}s",
+            # the sweep's length, not a day's: fewer samples than the default gate's 30
+            "power_models_min_samples": len(SWEEP_LEVELS) - 3,
+        },
+    )
+    assert fit.rc == 0 and fit.failed == 0, fit.stdout[-6000:]
+    assert "power models skipped" not in fit.stdout, fit.stdout[-3000:]
+
+    from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import predict_power
+
+    servers = {s.id: s for s in _specpower.load_servers(node_power.servers_csv())}
+    rows, errors = [], {}
+    for worker in workers:
+        node = core.read_node(worker)
+        annotations = node.metadata.annotations or {}
+        unmodelled = [line.strip() for line in fit.stdout.splitlines() if "no model published" in line]
+        assert "poweraware.io/power-model" in annotations, (worker, unmodelled)
+        model = json.loads(annotations["poweraware.io/power-model"])
+        quality = json.loads(annotations["poweraware.io/power-model-quality"])
+        server = servers[node.metadata.labels[node_power.SERVER_LABEL]]
+        lo, hi = quality["util_min"], quality["util_max"]
+        grid = [lo + (hi - lo) * k / 20 for k in range(21)]
+        rmse = math.sqrt(
+            sum((predict_power(model, u) - _specpower.true_power(server, u)) ** 2 for u in grid) / len(grid)
+        )
+        errors[worker] = 100 * rmse / server.peak_w
+        rows.append(
+            f"{worker}: {server.id} ({server.peak_w:.0f} W peak), {quality['samples']} samples over "
+            f"{lo:.0f}-{hi:.0f} % CPU, fit RMSE {quality['rmse_w']:.1f} W, against the true curve "
+            f"{rmse:.1f} W = {errors[worker]:.2f} % of peak"
+        )
+    rows.insert(0, f"utilisation exported by collectd vs the meter's, steady: {steady}")
+    print("PROOF power models fitted from the lab's Prometheus:\n  " + "\n  ".join(rows))
+    assert all(e <= 5.0 for e in errors.values()), rows
 
 
 DRIFT_TAGS = ["cpu_power", "nfd", "kube_state_metrics"]

@@ -70,6 +70,7 @@ STUBS: dict[str, dict] = {
         "_prometheus_config_checksum": "c0ffee",
         "_prometheus_target_namespace": "monitoring",
         "_prometheus_scrape_configs_text": "- job_name: x\n",
+        "_common_api_server": {"egress": [], "ingress_from": [{"ipBlock": {"cidr": "10.0.0.1/32"}}], "errors": []},
     },
     "prometheus_adapter": {"_prometheus_adapter_checksum": "c0ffee", "_prometheus_adapter_ca_b64": "Q0E="},
     "tas": {"_tas_cp_label": "node-role.kubernetes.io/control-plane", "_tas_tls_checksum": "c0ffee"},
