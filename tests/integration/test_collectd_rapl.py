@@ -28,11 +28,14 @@ import urllib.request
 
 import jinja2
 import pytest
+import yaml
+from ansible.plugins.filter.core import to_bool
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 PLUGIN = REPO_ROOT / "roles" / "collectd" / "files" / "rapl_power.py"
 POWER_ZONES = REPO_ROOT / "plugins" / "module_utils" / "_power_zones.py"
 CONF_TEMPLATE = REPO_ROOT / "roles" / "collectd" / "templates" / "collectd.conf.j2"
+ROLE_DEFAULTS = REPO_ROOT / "roles" / "collectd" / "defaults" / "main.yml"
 COLLECTD = shutil.which("collectd") or "/usr/sbin/collectd"
 TYPES_DB = "/usr/share/collectd/types.db"
 INTERVAL = 1.0
@@ -134,8 +137,11 @@ def scrape(port: int) -> dict[tuple[str, str], tuple[float, int | None]]:
 def render_config(port: int, plugin_dir: pathlib.Path, base: pathlib.Path, powercap: pathlib.Path) -> str:
     """The role's own collectd.conf template, with test paths and a loopback listener."""
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)  # noqa: S701 - a config file, not HTML
+    env.filters["bool"] = to_bool  # Ansible's own, as the role renders it
     template = env.from_string(CONF_TEMPLATE.read_text())
+    defaults = yaml.safe_load(ROLE_DEFAULTS.read_text())
     return template.render(
+        collectd_cpu_utilisation=defaults["collectd_cpu_utilisation"],  # the cpu plugin loads too
         collectd_interval=INTERVAL,
         collectd_port=port,
         collectd_listen_address="127.0.0.1",
