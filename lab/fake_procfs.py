@@ -25,6 +25,8 @@ from __future__ import annotations
 import os
 import pathlib
 
+from lab import fake_sysfs
+
 USER_HZ = 100
 MICRO = 1_000_000
 FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest", "guest_nice")
@@ -38,17 +40,9 @@ def stat_path(sysfs: pathlib.Path) -> pathlib.Path:
     return sysfs.parent / "proc" / "stat"
 
 
-def parse_cpulist(text: str) -> list[int]:
-    out: list[int] = []
-    for part in filter(None, (p.strip() for p in text.strip().split(","))):
-        lo, _sep, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
-    return out
-
-
 def online_cpus(sysfs: pathlib.Path) -> list[int]:
     """The node's online CPUs from its fake sysfs (its cpulist, as the kernel writes it)."""
-    return parse_cpulist((sysfs / ONLINE).read_text())
+    return fake_sysfs.parse_cpulist((sysfs / ONLINE).read_text())
 
 
 def parse(text: str) -> tuple[dict[int, list[int]], list[str]]:
@@ -115,16 +109,13 @@ class CpuTimes:
         return True
 
     def advance(self, seconds: float, util_percent: float) -> None:
+        """Count ``seconds`` at ``util_percent`` on every online CPU and rewrite the file in place
+        with the whole jiffies; the fractions wait for the next call."""
         if not self._load():
             return  # no file (a node without one, or being rebuilt): the next call continues
         share = min(100.0, max(0.0, util_percent)) / 100.0
         self._pending[0] += round(share * seconds * USER_HZ * MICRO)
         self._pending[1] += round((1.0 - share) * seconds * USER_HZ * MICRO)
-
-    def flush(self) -> None:
-        """Add the whole jiffies waiting to every online CPU and rewrite the file in place."""
-        if not self._load():
-            return
         busy, idle = self._pending[0] // MICRO, self._pending[1] // MICRO
         if busy == 0 and idle == 0:
             return

@@ -133,7 +133,8 @@ def _cpulist(cpus):
     return ",".join(parts)
 
 
-def _parse(text):
+def parse_cpulist(text):
+    """A cpulist as the kernel writes it ("0-3,8"; "" for none) as CPU numbers (also lab/fake_procfs.py)."""
     out = []
     for part in filter(None, (p.strip() for p in str(text).split(","))):
         lo, _sep, hi = part.partition("-")
@@ -339,7 +340,7 @@ def build_tree(root: pathlib.Path, scenario: str, rebuild: bool = False, **shape
 
     n = int(opts["cpus"])
     present = list(range(n))
-    offline = _parse(opts.get("offline") or "")
+    offline = parse_cpulist(opts.get("offline") or "")
     if 0 in offline:
         raise ValueError("cpu0 cannot be offline in these scenarios (it has no online file)")
     online = [c for c in present if c not in offline]

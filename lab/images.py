@@ -113,8 +113,8 @@ IMAGES = (
         # the role gives the command (/opt/collectd/sbin/collectd -f -C ...): its file name is the key
         entrypoint=("collectd",),
         version="5.12.0 (Debian bookworm's collectd-core package)",
-        why="runs the role's RAPL plugin (python plugin) and exports through write_prometheus; "
-        "barometer's image builds collectd 5.12 from source too, with the same two plugins",
+        why="runs the role's RAPL plugin (python plugin) and the cpu plugin (each node's /proc/stat) and exports "
+        "through write_prometheus; barometer's image builds collectd 5.12 from source too, with the same plugins",
         system_path="/usr/sbin/collectd",
     ),
     Image(

@@ -194,7 +194,6 @@ class Meter:
         # CPU time with the energy, every tick: a 10 s collectd interval pairs them within 1 % when
         # the load steps (at 0.5 s a step from 0 to 100 % put 5 points of utilisation on the wrong side)
         self.cpu_times.advance(seconds, self.util)
-        self.cpu_times.flush()
         packages, platform = self.zones()
         if not packages:
             return

@@ -54,7 +54,6 @@ def test_cpu_time_follows_the_utilisation_on_every_online_cpu(tmp_path):
     before = read_lines(path)
     for _tick in range(100):  # 10 s at 25 %, in the meter's ticks
         times.advance(0.1, 25.0)
-    times.flush()
     after = read_lines(path)
     assert busy_percent(before, after) == 25.0
     for cpu in ("cpu0", "cpu3"):
@@ -68,7 +67,6 @@ def test_fractions_of_a_jiffy_are_kept_not_lost(tmp_path):
     before = read_lines(path)
     for _tick in range(1000):  # 0.001 s each: a tenth of a jiffy, 1 s in all at 70 %
         times.advance(0.001, 70.0)
-        times.flush()
     after = read_lines(path)
     assert after["cpu0"][0] - before["cpu0"][0] == 70 and after["cpu0"][3] - before["cpu0"][3] == 30
 
@@ -77,11 +75,9 @@ def test_an_offline_cpu_leaves_its_line_but_not_the_sum(tmp_path):
     sysfs, path = node(tmp_path)
     times = fake_procfs.CpuTimes(path, sysfs)
     times.advance(10.0, 50.0)
-    times.flush()
     kept = read_lines(path)["cpu3"]
     (sysfs / "devices/system/cpu/online").write_text("0-2\n")
     times.advance(10.0, 50.0)
-    times.flush()
     lines = read_lines(path)
     assert "cpu3" not in lines  # fs/proc/stat.c prints online CPUs only ...
     assert lines["cpu"] == [sum(v[k] for v in (lines["cpu0"], lines["cpu1"], lines["cpu2"], kept)) for k in range(10)]
@@ -94,11 +90,9 @@ def test_a_file_rebuilt_at_power_on_is_continued_from_its_new_values(tmp_path):
     sysfs, path = node(tmp_path)
     times = fake_procfs.CpuTimes(path, sysfs)
     times.advance(100.0, 100.0)
-    times.flush()
     assert read_lines(path)["cpu0"][0] == 10_000
     fake_procfs.power_on(path, sysfs, uptime_s=5.0)  # a reboot: a new file, counters from boot
     times.advance(1.0, 100.0)
-    times.flush()
     assert read_lines(path)["cpu0"][:4] == [100, 0, 0, 500]
 
 
@@ -108,7 +102,6 @@ def test_the_meter_counts_cpu_time_at_the_utilisation_it_draws_power_for(tmp_pat
     before = read_lines(path)
     for _tick in range(50):
         meter.advance(0.1)
-    meter.cpu_times.flush()
     assert busy_percent(before, read_lines(path)) == 40.0
 
 
@@ -116,5 +109,4 @@ def test_no_file_no_writes(tmp_path):
     sysfs = fake_sysfs.build_tree(tmp_path / "sys", "intel_pstate_active", cpus=2)
     times = fake_procfs.CpuTimes(fake_procfs.stat_path(sysfs), sysfs)
     times.advance(1.0, 50.0)
-    times.flush()
     assert not os.path.exists(fake_procfs.stat_path(sysfs))
