@@ -66,8 +66,9 @@ sanity: venv system-deps
 unit: venv
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
+# The lab's tests and the standalone ones (own hosts, never the lab) in two pytests side by side.
 integration: venv system-deps
-	$(BIN)/python -m pytest tests/integration --durations=25 $(PYTEST_ARGS)
+	$(BIN)/python scripts/integration.py $(PYTEST_ARGS)
 
 test: lint sanity unit integration
 

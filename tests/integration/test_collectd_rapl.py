@@ -53,6 +53,7 @@ ZONES = {
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.standalone,
     pytest.mark.skipif(not os.path.exists(COLLECTD), reason="collectd (Debian collectd-core) not installed"),
 ]
 

@@ -24,7 +24,7 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(sys.executable).parent
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.standalone, pytest.mark.timeout(600)]
 
 # What a used checkout holds and the artifact must not: (path in the checkout, salted file in it).
 EXCLUDED = [

@@ -242,7 +242,14 @@ def test_static_pod_runner_restarts_the_scheduler_when_its_manifest_changes(lab)
         broken["spec"]["volumes"][0]["hostPath"] = {"path": "/etc/kubernetes/absent.conf", "type": "File"}
         _write_manifest(lab, yaml.safe_dump(broken, sort_keys=False))
         wait_until(lambda: not lab.scheduler_healthy(), 15, "the scheduler to go down")
-        assert lab.static_pods_status()["pods"]["kube-scheduler.yaml"]["state"] == "error"
+        # The runner writes its status after each poll: a health check can fail (the old process
+        # being stopped, or a slow answer) before the poll that records the error is written.
+        status = wait_until(
+            lambda: (s := lab.static_pods_status()["pods"]["kube-scheduler.yaml"])["state"] == "error" and s,
+            10,
+            "the runner to record the broken manifest",
+        )
+        assert "absent.conf" in status["error"], status
         wait_until(lambda: _mirror_state(lab) is None, 20, "the mirror pod to go away")
     finally:
         # ...and a roll-back to the original brings it back, as the extender role relies on.

@@ -26,7 +26,10 @@ TESTS = {
 }
 PROMTOOL = shutil.which("promtool")
 
-pytestmark = pytest.mark.skipif(PROMTOOL is None, reason="promtool (Debian package prometheus) not installed")
+pytestmark = [
+    pytest.mark.standalone,
+    pytest.mark.skipif(PROMTOOL is None, reason="promtool (Debian package prometheus) not installed"),
+]
 
 # The upstream power demo's rule, translated to our metric names: it hard-codes two packages.
 UPSTREAM_TWO_SOCKET_AVG = (

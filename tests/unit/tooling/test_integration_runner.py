@@ -1,0 +1,97 @@
+"""scripts/integration.py: the lab tests and the standalone tests side by side (docs/development.md)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import pathlib
+import sys
+
+import pytest
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
+INTEGRATION = REPO_ROOT / "tests" / "integration"
+
+
+def _fixtures(tree: ast.Module) -> set[str]:
+    return {
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and any("fixture" in ast.unparse(d) for d in node.decorator_list)
+    }
+
+
+# The lab's session fixtures: a standalone module may use none of them.
+LAB_FIXTURES = _fixtures(ast.parse((INTEGRATION / "conftest.py").read_text()))
+
+
+def _runner():
+    spec = importlib.util.spec_from_file_location("integration_runner", REPO_ROOT / "scripts" / "integration.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("codes", "expected"),
+    [
+        ({"lab": 0, "standalone": 0}, 0),
+        ({"lab": 0, "standalone": 5}, 0),  # nothing selected in one group (PYTEST_ARGS=-k ...)
+        ({"lab": 5, "standalone": 0}, 0),
+        ({"lab": 5, "standalone": 5}, 5),  # nothing selected at all is not a pass
+        ({"lab": 1, "standalone": 0}, 1),
+        ({"lab": 0, "standalone": 1}, 1),
+        ({"lab": 5, "standalone": 2}, 2),
+        ({"lab": 3, "standalone": 1}, 3),
+    ],
+)
+def test_verdict(codes, expected):
+    assert _runner().verdict(codes) == expected
+
+
+def test_both_groups_get_the_arguments_and_split_by_the_marker():
+    runner = _runner()
+    lab = runner.pytest_argv("not standalone", ["-k", "x"])
+    standalone = runner.pytest_argv("standalone", ["-k", "x"], pathlib.Path("/base"))
+    assert lab[:3] == [sys.executable, "-m", "pytest"] and lab[-2:] == ["-k", "x"]
+    assert lab[lab.index("-m", 3) + 1] == "not standalone" and not any(a.startswith("--basetemp") for a in lab)
+    assert standalone[standalone.index("-m", 3) + 1] == "standalone" and "--basetemp=/base" in standalone
+
+
+def _standalone_modules() -> dict[str, ast.Module]:
+    modules = {}
+    for path in sorted(INTEGRATION.glob("test_*.py")):
+        tree = ast.parse(path.read_text())
+        marks = [
+            node
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pytestmark" for t in node.targets)
+        ]
+        if any("standalone" in ast.unparse(m.value) for m in marks):
+            modules[path.name] = tree
+    return modules
+
+
+def test_the_standalone_modules_are_the_ones_that_bring_their_own_hosts():
+    assert sorted(_standalone_modules()) == [
+        "test_collectd_rapl.py",
+        "test_collection_build.py",
+        "test_node_power.py",
+        "test_prometheus_rules.py",
+    ]
+
+
+def test_standalone_modules_use_none_of_the_labs_fixtures():
+    """They run while the lab tests change the lab: a lab fixture there would share (or start) it."""
+    assert {"lab", "api", "site"} <= LAB_FIXTURES
+    offenders = []
+    for name, tree in _standalone_modules().items():
+        own = _fixtures(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+                used = {a.arg for a in node.args.args} & (LAB_FIXTURES - own)
+                offenders += [f"{name}::{node.name} uses {sorted(used)}"] if used else []
+            if isinstance(node, ast.FunctionDef) and node.name in own:
+                used = {a.arg for a in node.args.args} & (LAB_FIXTURES - own)
+                offenders += [f"{name}: fixture {node.name} uses {sorted(used)}"] if used else []
+    assert not offenders, offenders
