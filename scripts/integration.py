@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """`make integration`: the lab's tests and the standalone tests, side by side.
 
 Most integration tests share the session's lab (tests/integration/conftest.py) and run in one
