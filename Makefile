@@ -70,7 +70,11 @@ unit: venv
 integration: venv system-deps
 	$(BIN)/python scripts/integration.py $(PYTEST_ARGS)
 
-test: lint sanity unit integration
+# lint, sanity and unit are independent and mostly single-threaded: side by side (each target's
+# output printed whole when it ends), then integration.
+test: venv system-deps
+	$(MAKE) --no-print-directory -j3 --output-sync=target lint sanity unit
+	$(MAKE) --no-print-directory integration
 
 bench: venv
 	@for b in $(sort $(wildcard benchmarks/[a-z]*.py)); do \

@@ -1,7 +1,7 @@
 """site.yml end to end against the lab: full converge, re-run, check mode, objects, policy, molecule.
 
 The session fixture ``site`` (conftest.py, runs in site_run.py) converges the whole site into the
-lab, runs it again and once more in check mode; these tests check the three runs and what they made.
+lab, then runs it again and in check mode side by side; these tests check the three runs and what they made.
 """
 
 from __future__ import annotations
