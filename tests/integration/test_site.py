@@ -740,8 +740,7 @@ def test_molecule_lab_scenario(site, lab):
 # spans a change reports the blend of two levels, power and utilisation alike; between neighbours 10
 # points apart the blend stays on the SPECpower curve, which is linear between its 10 % points (a
 # jump from 0 to 80 % would put a sample on the chord, far off a curved server's line).
-# Nine levels of 15 s (one scrape each and more) from idle to full load: 0, 12, 25, 38 ... 100 %.
-SWEEP_LEVELS = tuple(round(12.5 * k) for k in range(9))
+SWEEP_LEVELS = tuple(range(0, 101, 10))
 SWEEP_HOLD_S = 15
 
 
