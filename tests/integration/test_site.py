@@ -485,17 +485,19 @@ def _demo_pods(core) -> list:
     return [p for p in pods if p.metadata.deletion_timestamp is None]
 
 
-def test_the_power_demo_scales_out_on_node_power(site, api, lab):
+def test_the_power_demo_scales_out_on_node_power_and_back_in(site, api, lab):
     """The TAS power demo as its README describes it, in its namespace power-demo, which nothing
     made beforehand (tas_policy creates it before the policy). Its stress-ng pods (the lab's load
     process: the power meter counts the CPUs they stress while they run) raise their nodes' power;
     node_package_power_per_pod carries each pod's node's percent of TDP (the demo's meaning: within
     5 % of the simulated power); the HPA power-autoscaler scales out above 50 (percent of TDP) to
-    its maximum of 3, each new pod on another node. The old watts variable is refused before
-    anything changes (idempotence, the defaults and the removal of an earlier version's HPA:
-    test_cluster_stack.py's test_power_demo). Scaling back in is not asserted here: with the
-    demo's target of 50, 3 pods scale in only while their nodes average below 33 percent of TDP,
-    which depends on where TAS puts the pods of a lighter load (docs/cluster-stack.md)."""
+    its maximum of 3, each new pod on another node; when the load ends (one CPU per pod) it scales
+    back in: 3 pods go to 2 while their nodes average below 33 percent of TDP. The lab's workers
+    idle at 22, 40 and 24 percent, and TAS puts each lighter pod on the node of lowest power while
+    the loaded pods still run: in the lab's shape never the one idling at 40 (the same load takes it
+    highest), so they do. The old watts variable is refused before anything changes (idempotence,
+    the defaults and the removal of an earlier version's HPA: test_cluster_stack.py's
+    test_power_demo)."""
     core, autoscaling = api["core"], api["autoscaling"]
     assert DEMO_NAMESPACE not in {n.metadata.name for n in core.list_namespace().items}
 
@@ -579,6 +581,26 @@ def test_the_power_demo_scales_out_on_node_power(site, api, lab):
             ]
 
         evictable = wait_until(violated, 120, f"a demo pod's node labelled {DEMO_POLICY}=violating by TAS", interval=3)
+
+        # The load ends: the demo's user lowers it to one CPU per pod. The pods roll over to the
+        # light template (without the affinity: every loaded node is labelled violating until its
+        # old pod goes), their nodes' power falls, and the HPA scales back in. Kubernetes' 300 s
+        # scale-down stabilization is set to 0 here only to keep the test short.
+        light = {
+            **fast,
+            "power_demo_cpu_workers": 1,
+            "power_demo_avoid_violating_nodes": False,
+            "power_demo_hpa_scale_down_stabilization_seconds": 0,
+        }
+        ended = _demo_run(lab, tags=["power_demo"], **light)
+        assert ended.rc == 0 and ended.changed > 0, ended
+        wait_until(
+            lambda: replicas(lambda n, v: n < 3 and v is not None and v < 50),
+            240,
+            "power-autoscaler back in below 3 replicas with the load ended",
+            interval=3,
+        )
+        scaled_in = history[-1]
     finally:
         print(f"PROOF power demo history (s since the first run, replicas, node_package_power_per_pod): {history}")
         removed = _demo_run(lab, power_demo_state="absent", tas_policy_state="absent")
@@ -594,6 +616,7 @@ def test_the_power_demo_scales_out_on_node_power(site, api, lab):
             "namespace power-demo gone",
         )
     print(f"PROOF power demo: {workers} CPUs stressed per pod; peak {peak}; per-pod metric vs simulated {pairs}")
+    print(f"PROOF power demo scale-in with the load ended (s, replicas, node_package_power_per_pod): {scaled_in}")
     print(f"PROOF deschedule: pods on nodes TAS labelled {DEMO_POLICY}=violating, their affinity unmet: {evictable}")
 
 
