@@ -296,7 +296,8 @@ def build_tree(root: pathlib.Path, scenario: str, rebuild: bool = False, **shape
 
     Shape keywords (all optional): ``cpus`` (number of present CPUs), ``offline`` (cpulist),
     ``policy_size`` (CPUs per policy, acpi-cpufreq), ``p_cores`` (hybrid), ``governor``, ``epp``,
-    ``packages`` (RAPL packages), ``tdp_w``, ``energy_readable`` (False: energy_uj mode 0400),
+    ``packages`` (RAPL packages), ``tdp_w``, ``energy_readable`` (True: energy_uj mode 0444, as before
+    Linux 5.10; default mode 0400),
     ``idle`` (a key of ``IDLE_STATES``), ``uncore`` (``legacy`` / ``tpmi``), ``powercap`` (``rapl``
     (default), ``rapl_pl2``, ``locked``, ``energy_only`` or None), ``hwmon`` (``amd_energy`` /
     ``platform``).
@@ -396,7 +397,8 @@ def build_tree(root: pathlib.Path, scenario: str, rebuild: bool = False, **shape
                     os.symlink(f"../cpufreq/policy{owner}", cpu_dir / f"cpu{cpu}" / "cpufreq")
 
     packages = int(opts.get("packages") or 1)
-    energy_mode = 0o444 if opts.get("energy_readable", True) else 0o400
+    # root-only since the RAPL side-channel fix (CVE-2020-8694, Linux 5.10 and backports)
+    energy_mode = 0o444 if opts.get("energy_readable", False) else 0o400
     if opts.get("idle"):
         _cpuidle(cpu_dir, opts["idle"], online)
     if opts.get("uncore"):

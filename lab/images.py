@@ -38,6 +38,9 @@ class Image:
     system_path: str = ""  # the executable comes from this machine's Debian package, not a Go build
     script: str = ""  # the executable is this file of the lab (standard library only) run by the node's python3
     user: str = ""  # the image's USER (numeric uid[:gid]), applied when the pod sets no runAsUser
+    # Other executables of the image that the roles' containers run, from this machine's Debian
+    # packages: (name in the images dir, path here).
+    also: tuple[tuple[str, str], ...] = ()
     # What the lab's power meter counts as the container's CPU use: "requests" (every other image),
     # or "stress-ng" (while the container runs, the CPUs its stress-ng arguments stress).
     cpu_use: str = "requests"
@@ -116,6 +119,9 @@ IMAGES = (
         why="runs the role's RAPL plugin (python plugin) and the cpu plugin (each node's /proc/stat) and exports "
         "through write_prometheus; barometer's image builds collectd 5.12 from source too, with the same plugins",
         system_path="/usr/sbin/collectd",
+        # the role's energy reader container runs python3 (barometer's image has CentOS Stream's
+        # Python 3.6; the reader is written for 3.6 and later, and Debian's 3.11 runs it here)
+        also=(("python3", "/usr/bin/python3"),),
     ),
     Image(
         repository="docker.io/alexeiled/stress-ng",
@@ -144,6 +150,9 @@ def system_executables() -> dict[str, pathlib.Path]:
     for image in IMAGES:
         if image.system_path and os.access(image.system_path, os.X_OK):
             found[image.entrypoint[0]] = pathlib.Path(image.system_path)
+        for name, path in image.also:
+            if os.access(path, os.X_OK):
+                found[name] = pathlib.Path(path)
     return found
 
 

@@ -544,15 +544,132 @@ def enter_host_network_pod(resolv: str) -> None:
     _mount(resolv, "/etc/resolv.conf", None, MS_BIND)
 
 
-def container_preexec(
-    pod_ns: str | None, rootfs: str, mounts: list[Mount], working_dir: str | None, user: tuple | None
-):
-    """``enter_container`` as a preexec function that says on stderr (the container's log) why it
-    failed: subprocess only reports "Exception occurred in preexec_fn"."""
+# Linux capability numbers (include/uapi/linux/capability.h), by the names Kubernetes uses.
+CAPABILITIES = {
+    name: number
+    for number, name in enumerate(
+        [
+            "CHOWN",
+            "DAC_OVERRIDE",
+            "DAC_READ_SEARCH",
+            "FOWNER",
+            "FSETID",
+            "KILL",
+            "SETGID",
+            "SETUID",
+            "SETPCAP",
+            "LINUX_IMMUTABLE",
+            "NET_BIND_SERVICE",
+            "NET_BROADCAST",
+            "NET_ADMIN",
+            "NET_RAW",
+            "IPC_LOCK",
+            "IPC_OWNER",
+            "SYS_MODULE",
+            "SYS_RAWIO",
+            "SYS_CHROOT",
+            "SYS_PTRACE",
+            "SYS_PACCT",
+            "SYS_ADMIN",
+            "SYS_BOOT",
+            "SYS_NICE",
+            "SYS_RESOURCE",
+            "SYS_TIME",
+            "SYS_TTY_CONFIG",
+            "MKNOD",
+            "LEASE",
+            "AUDIT_WRITE",
+            "AUDIT_CONTROL",
+            "SETFCAP",
+            "MAC_OVERRIDE",
+            "MAC_ADMIN",
+            "SYSLOG",
+            "WAKE_ALARM",
+            "BLOCK_SUSPEND",
+            "AUDIT_READ",
+            "PERFMON",
+            "BPF",
+            "CHECKPOINT_RESTORE",
+        ]
+    )
+}
+# containerd's default set (its oci.DefaultSpec), what a container gets unless it adds or drops.
+RUNTIME_DEFAULT_CAPABILITIES = frozenset(
+    CAPABILITIES[name]
+    for name in (
+        [
+            "CHOWN",
+            "DAC_OVERRIDE",
+            "FSETID",
+            "FOWNER",
+            "MKNOD",
+            "NET_RAW",
+            "SETGID",
+            "SETUID",
+            "SETFCAP",
+            "SETPCAP",
+            "NET_BIND_SERVICE",
+            "SYS_CHROOT",
+            "KILL",
+            "AUDIT_WRITE",
+        ]
+    )
+)
+_PR_CAPBSET_DROP = 24
+
+
+def kept_capabilities(container: dict) -> frozenset[int] | None:
+    """The capabilities a container keeps, by containerd's rule for ``securityContext.capabilities``:
+    ``add: [ALL]`` starts from every capability, ``drop: [ALL]`` from none, otherwise the runtime's
+    default set; then the named ones are added and the named drops removed. None when the container
+    names no capabilities: the lab then leaves the process the set it starts with (a difference from
+    containerd, which would give its default set; every pod the roles deploy names its own)."""
+    given = (container.get("securityContext") or {}).get("capabilities")
+    if not given:
+        return None
+
+    def names(field: str) -> set[str]:
+        found = set()
+        for name in given.get(field) or []:
+            key = str(name).upper().removeprefix("CAP_")
+            if key != "ALL" and key not in CAPABILITIES:
+                raise PodError(f"unknown capability {name!r} in securityContext.capabilities.{field}")
+            found.add(key)
+        return found
+
+    add, drop = names("add"), names("drop")
+    if "ALL" in add:
+        kept = set(CAPABILITIES.values())
+    elif "ALL" in drop:
+        kept = set()
+    else:
+        kept = set(RUNTIME_DEFAULT_CAPABILITIES)
+    kept |= {CAPABILITIES[n] for n in add - {"ALL"}}
+    kept -= {CAPABILITIES[n] for n in drop - {"ALL"}}
+    return frozenset(kept)
+
+
+def _limit_capabilities(kept: frozenset[int]) -> None:
+    """Drop every other capability from the bounding set (before the uid changes: it needs
+    CAP_SETPCAP). A process that stays uid 0 gets exactly the bounding set at exec; one that
+    becomes non-root loses them all at setuid, as in a container without ambient capabilities."""
+    for number in range(64):
+        if number in kept:
+            continue
+        if _libc.prctl(_PR_CAPBSET_DROP, number, 0, 0, 0) != 0:
+            code = ctypes.get_errno()
+            if code == 22:  # EINVAL: past the kernel's last capability
+                break
+            raise OSError(code, f"prctl(PR_CAPBSET_DROP, {number}): {os.strerror(code)}")
+
+
+def container_preexec(*container):
+    """``enter_container(*container)`` as a preexec function that says on stderr (the container's
+    log) why it failed: subprocess only reports "Exception occurred in preexec_fn"."""
 
     def run() -> None:
         try:
-            enter_container(pod_ns, rootfs, mounts, working_dir, user)
+            enter_container(*container)
         except BaseException as exc:
             with contextlib.suppress(OSError):
                 os.write(2, f"{CREATE_FAILED}{exc!r}\n".encode())
@@ -562,7 +679,12 @@ def container_preexec(
 
 
 def enter_container(
-    pod_ns: str | None, rootfs: str, mounts: list[Mount], working_dir: str | None, user: tuple | None
+    pod_ns: str | None,
+    rootfs: str,
+    mounts: list[Mount],
+    working_dir: str | None,
+    user: tuple | None,
+    capabilities: frozenset[int] | None = None,
 ) -> None:
     """Runs in the container's first process before exec: the pod's network and UTS namespaces
     (none for a host-network pod), a private mount namespace whose root is a tmpfs holding the node's top-level
@@ -591,6 +713,8 @@ def enter_container(
             _mount("none", inside, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
     os.chroot(rootfs)
     os.chdir(working_dir or "/")
+    if capabilities is not None:
+        _limit_capabilities(capabilities)
     if user is not None:
         uid, gid, groups = user
         os.setgroups(list(groups))
@@ -1283,6 +1407,7 @@ class ApiPods:
                 raise PodError(f'exec: "{argv[0]}": executable file not found in the lab image {executable.parent}')
             mounts = pod.mounts(container.spec)
             user = pod._security(container.spec, container.image)
+            capabilities = kept_capabilities(container.spec)
             rootfs = pod.pod_dir / "containers" / container.name / "rootfs"
             rootfs.mkdir(parents=True, exist_ok=True)
             working_dir = container.spec.get("workingDir")
@@ -1303,7 +1428,7 @@ class ApiPods:
                     stdout=out,
                     stderr=subprocess.STDOUT,
                     env=env,
-                    preexec_fn=container_preexec(pod_ns, str(rootfs), mounts, working_dir, user),  # noqa: PLW1509
+                    preexec_fn=container_preexec(pod_ns, str(rootfs), mounts, working_dir, user, capabilities),  # noqa: PLW1509
                 )
             except (OSError, subprocess.SubprocessError) as exc:
                 container.process = None
@@ -1316,7 +1441,7 @@ class ApiPods:
                 container.backoff = min(container.backoff * 2, BACKOFF_MAX)
                 return
         container.exec_env = env  # exec probes run with the container's environment
-        container.exec_mounts = (pod_ns, str(rootfs), mounts, working_dir, user)
+        container.exec_mounts = (pod_ns, str(rootfs), mounts, working_dir, user, capabilities)
         container.started_at, container.started_wall = now, time.time()
         container.started = container.startup.probe is None
         container.readiness = ProbeState(container.spec.get("readinessProbe"))
@@ -1327,7 +1452,7 @@ class ApiPods:
 
     def _exec_probe(self, container: Container):
         def run(command: list[str], timeout: float) -> tuple[bool, str]:
-            pod_ns, rootfs, mounts, working_dir, user = container.exec_mounts
+            pod_ns, rootfs, mounts, working_dir, user, capabilities = container.exec_mounts
             try:
                 done = subprocess.run(
                     [str(w) for w in command],
@@ -1335,7 +1460,7 @@ class ApiPods:
                     capture_output=True,
                     timeout=timeout,
                     check=False,
-                    preexec_fn=container_preexec(pod_ns, rootfs, mounts, working_dir, user),  # noqa: PLW1509
+                    preexec_fn=container_preexec(pod_ns, rootfs, mounts, working_dir, user, capabilities),  # noqa: PLW1509
                 )
             except (OSError, subprocess.SubprocessError) as exc:
                 return False, f"exec probe failed: {exc}"

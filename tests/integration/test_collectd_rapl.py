@@ -9,8 +9,11 @@ atomically (as the kernel presents a consistent value). The test scrapes /metric
 no power on the first read (baseline), the right power, the right power across wraps, psys and
 duplicates absent, and the log line for an unreadable energy_uj.
 
-collectd runs as an unprivileged user (``nobody`` through setpriv when the tests run as root) so
-that a root-only energy_uj (mode 0400, as since Linux 5.10) is really unreadable to it.
+The processes run as in the role's pod: collectd as an unprivileged user (``nobody``, through
+setpriv), to which a root-only energy_uj (mode 0400, as since Linux 5.10) is really unreadable, and
+the energy reader (roles/collectd/files/energy_reader.py, the pod's second container) as uid 0 with
+every capability dropped, answering collectd's reads of energy_uj over a Unix socket. The
+unreadable zone's counter is owned by another user: uid 0 without CAP_DAC_OVERRIDE cannot read it.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -33,6 +37,7 @@ from ansible.plugins.filter.core import to_bool
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 PLUGIN = REPO_ROOT / "roles" / "collectd" / "files" / "rapl_power.py"
+READER = REPO_ROOT / "roles" / "collectd" / "files" / "energy_reader.py"
 POWER_ZONES = REPO_ROOT / "plugins" / "module_utils" / "_power_zones.py"
 CONF_TEMPLATE = REPO_ROOT / "roles" / "collectd" / "templates" / "collectd.conf.j2"
 ROLE_DEFAULTS = REPO_ROOT / "roles" / "collectd" / "defaults" / "main.yml"
@@ -55,7 +60,11 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.standalone,
     pytest.mark.skipif(not os.path.exists(COLLECTD), reason="collectd (Debian collectd-core) not installed"),
+    pytest.mark.skipif(
+        os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv to run as the pod does"
+    ),
 ]
+OTHER_UID = 65533  # owns the unreadable counter: neither root nor collectd
 
 
 def _write_atomic(path: pathlib.Path, text: str, mode: int = 0o444) -> None:
@@ -82,7 +91,9 @@ class FakePowercap:
             _write_atomic(d / "constraint_0_name", "long_term\n")
             _write_atomic(d / "max_energy_range_uj", f"{max_range}\n")
             # start near the top of the range so the first wrap comes early
-            _write_atomic(d / "energy_uj", f"{max_range - 30_000_000}\n", 0o444 if readable else 0o400)
+            _write_atomic(d / "energy_uj", f"{max_range - 30_000_000}\n", 0o400)
+            if not readable:
+                os.chown(d / "energy_uj", OTHER_UID, OTHER_UID)
         self.update()
 
     def energy(self, zone: str, at: float) -> tuple[int, int]:
@@ -97,7 +108,7 @@ class FakePowercap:
                 continue
             value, wraps = self.energy(zone, now)
             self.wraps[zone] = wraps
-            _write_atomic(self.root / zone / "energy_uj", f"{value}\n")
+            _write_atomic(self.root / zone / "energy_uj", f"{value}\n", 0o400)
 
     def _run(self) -> None:
         while not self._stop.wait(0.005):
@@ -135,7 +146,9 @@ def scrape(port: int) -> dict[tuple[str, str], tuple[float, int | None]]:
     return out
 
 
-def render_config(port: int, plugin_dir: pathlib.Path, base: pathlib.Path, powercap: pathlib.Path) -> str:
+def render_config(
+    port: int, plugin_dir: pathlib.Path, base: pathlib.Path, powercap: pathlib.Path, energy_socket: pathlib.Path
+) -> str:
     """The role's own collectd.conf template, with test paths and a loopback listener."""
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)  # noqa: S701 - a config file, not HTML
     env.filters["bool"] = to_bool  # Ansible's own, as the role renders it
@@ -151,6 +164,8 @@ def render_config(port: int, plugin_dir: pathlib.Path, base: pathlib.Path, power
         _collectd_state_dir=str(base),
         _collectd_plugin_dir=str(plugin_dir),
         _collectd_powercap_root=str(powercap),
+        collectd_energy_reader=defaults["collectd_energy_reader"],
+        _collectd_energy_socket=str(energy_socket),
     )
 
 
@@ -166,29 +181,61 @@ def collectd_run():
         plugin_dir.mkdir()
         shutil.copy(PLUGIN, plugin_dir / "rapl_power.py")
         shutil.copy(POWER_ZONES, plugin_dir / "_power_zones.py")  # beside the plugin, as the role's ConfigMap has it
+        shutil.copy(READER, plugin_dir / "energy_reader.py")
         base = work / "base"
         base.mkdir()
+        os.chown(base, 65534, 65534)
+        shared = work / "energy"  # the pod's emptyDir the two containers share
+        shared.mkdir()
+        os.chmod(shared, 0o777)  # noqa: S103 - as kubelet makes an emptyDir
+        socket_path = shared / "energy.sock"
         port = _free_port()
         config = work / "collectd.conf"
-        config.write_text(render_config(port=port, plugin_dir=plugin_dir, base=base, powercap=tree.root))
-        cmd = [COLLECTD, "-f", "-C", str(config)]
-        if os.geteuid() == 0:
-            if not shutil.which("setpriv"):
-                pytest.skip("running as root without setpriv: cannot drop privileges for collectd")
-            os.chown(base, 65534, 65534)
-            cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", *cmd]
-        log_path = work / "collectd.log"
-        with tree, open(log_path, "w") as log:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        config.write_text(
+            render_config(port=port, plugin_dir=plugin_dir, base=base, powercap=tree.root, energy_socket=socket_path)
+        )
+        # the pod's two containers: the reader uid 0 with collectd's group and no capability at all,
+        # collectd uid and gid 65534 without capabilities
+        no_caps = ["--inh-caps=-all", "--bounding-set=-all"]
+        reader = [
+            "setpriv",
+            "--regid=65534",
+            "--clear-groups",
+            *no_caps,
+            sys.executable,
+            str(plugin_dir / "energy_reader.py"),
+        ]
+        reader += ["--root", str(tree.root.parent), "--socket", str(socket_path)]
+        collectd = [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            *no_caps,
+            COLLECTD,
+            "-f",
+            "-C",
+            str(config),
+        ]
+        log_path, reader_log = work / "collectd.log", work / "reader.log"
+        with tree, open(log_path, "w") as log, open(reader_log, "w") as rlog:
+            procs = [subprocess.Popen(reader, stdout=rlog, stderr=subprocess.STDOUT)]
+            wait_socket = time.monotonic() + 10
+            while not socket_path.exists() and time.monotonic() < wait_socket:
+                time.sleep(0.05)
+            assert socket_path.exists(), reader_log.read_text()
+            procs.append(subprocess.Popen(collectd, stdout=log, stderr=subprocess.STDOUT))
             try:
                 yield tree, port, log_path
             finally:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+                for proc in procs:
+                    proc.terminate()
+                    try:
+                        proc.wait(timeout=10)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait()
+                print(f"energy reader log:\n{reader_log.read_text()}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -246,5 +293,6 @@ def test_rapl_plugin_in_real_collectd(collectd_run):
     assert len(lines) == 1, log
     assert "Permission denied" in lines[0]
     assert "CVE-2020-8694" in lines[0]
-    assert "CAP_DAC_READ_SEARCH" in lines[0]
+    assert "the energy reader (uid 0 without capabilities) reads only the energy_uj files root owns" in lines[0]
+    assert "energy_uj through the energy reader at" in log
     assert "package zones under" in log and "package-0, package-1, package-2" in log

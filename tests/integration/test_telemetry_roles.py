@@ -64,19 +64,55 @@ def _wait_pods(lab, namespace, selector, count, timeout=120):
     raise AssertionError(f"{selector}: {[(p.metadata.name, p.spec.node_name, p.status.phase) for p in pods]}")
 
 
+def _processes(marker: str) -> list[dict]:
+    """Every process on this machine (the lab's nodes are on it) whose command line contains
+    ``marker``: its real uid and gid and its effective capabilities, from /proc."""
+    found = []
+    for proc in pathlib.Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            status = dict(line.split(":\t", 1) for line in (proc / "status").read_text().splitlines() if ":\t" in line)
+        except OSError:
+            continue
+        if any(marker.encode() in word for word in argv):
+            found.append(
+                {
+                    "pid": int(proc.name),
+                    "uid": int(status["Uid"].split()[0]),
+                    "gid": int(status["Gid"].split()[0]),
+                    "cap_eff": int(status["CapEff"], 16),
+                }
+            )
+    return found
+
+
 def test_collectd_on_every_node(lab, converged):
-    """As in the TAS power demo, every node's package power: the tainted control plane too."""
+    """As in the TAS power demo, every node's package power: the tainted control plane too. collectd
+    runs unprivileged; only the energy reader beside it is uid 0, with no capability (the processes
+    the lab's kubelet runs are checked in /proc, not only the pod spec)."""
     every = sorted([lab.control_plane_node, *lab.worker_nodes])
     pods = _wait_pods(lab, NS, "app.kubernetes.io/name=collectd", len(every))
     assert sorted(p.spec.node_name for p in pods) == every
     spec = pods[0].spec
-    container = spec.containers[0]
-    sc = container.security_context
-    assert sc.privileged is False and sc.allow_privilege_escalation is False and sc.read_only_root_filesystem
-    assert sc.capabilities.drop == ["ALL"] and not sc.capabilities.add
-    mounts = {m.name: m for m in container.volume_mounts}
-    assert mounts["powercap"].read_only is True
+    containers = {c.name: c for c in spec.containers}
+    assert set(containers) == {"collectd", "energy-reader"}
+    for container in containers.values():
+        sc = container.security_context
+        assert sc.privileged is False and sc.allow_privilege_escalation is False and sc.read_only_root_filesystem
+        assert sc.capabilities.drop == ["ALL"] and not sc.capabilities.add
+        mounts = {m.name: m for m in container.volume_mounts}
+        assert mounts["powercap"].read_only is True and "energy" in mounts
+    collectd_sc, reader_sc = containers["collectd"].security_context, containers["energy-reader"].security_context
+    assert (collectd_sc.run_as_user, collectd_sc.run_as_group, collectd_sc.run_as_non_root) == (65534, 65534, True)
+    assert (reader_sc.run_as_user, reader_sc.run_as_group) == (0, 65534)
     assert spec.automount_service_account_token is False
+    collectd_procs = _processes("/etc/poweraware/collectd/collectd.conf")
+    readers = _processes("/etc/poweraware/collectd/plugins/energy_reader.py")
+    assert len(collectd_procs) == len(readers) == len(every), (collectd_procs, readers)
+    assert all((p["uid"], p["gid"], p["cap_eff"]) == (65534, 65534, 0) for p in collectd_procs), collectd_procs
+    assert all((p["uid"], p["gid"], p["cap_eff"]) == (0, 65534, 0) for p in readers), readers
     cm = _core(lab).read_namespaced_config_map("collectd", NS)
     plugin = (REPO_ROOT / "roles" / "collectd" / "files" / "rapl_power.py").read_text()
     assert cm.data["rapl_power.py"] == plugin  # the very file the role ships

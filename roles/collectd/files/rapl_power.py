@@ -27,7 +27,9 @@ It fixes the known defects of the upstream power demo's plugin:
 * elapsed time comes from a monotonic clock, so wall-clock jumps do not produce bogus power;
 * ``energy_uj`` is readable by root only since Linux 5.10 (CVE-2020-8694); when it cannot be
   read the plugin logs one clear error per zone naming the file and the privilege it needs
-  (root or CAP_DAC_READ_SEARCH) instead of failing silently.
+  (root, or the energy reader) instead of failing silently. With ``EnergySocket`` the plugin
+  asks energy_reader.py (a separate root-owned process, same directory) for each ``energy_uj``,
+  so collectd itself runs unprivileged; every other file is world-readable and read directly.
 
 The measurement logic (``RaplReader``, ``energy_delta_uj``, ``discover_package_zones``) does not
 import collectd, so it is unit-tested directly. The module must stay compatible with the Python
@@ -41,6 +43,7 @@ collectd configuration::
       <Module rapl_power>
         SysfsRoot "/sys/class/powercap"   # optional, for tests
         HwmonRoot "/sys/class/hwmon"      # optional; default: class/hwmon beside a .../class/powercap root
+        EnergySocket "/run/poweraware-energy/energy.sock"  # optional: energy_uj through energy_reader.py
       </Module>
     </Plugin>
 """
@@ -66,8 +69,14 @@ PLUGIN_NAME = "rapl"
 DEFAULT_SYSFS_ROOT = "/sys/class/powercap"
 
 PRIVILEGE_HINT = (
-    "energy_uj is readable by root only since Linux 5.10 (CVE-2020-8694): run collectd as root or "
-    "grant the container the CAP_DAC_READ_SEARCH capability"
+    "energy_uj is readable by root only since Linux 5.10 (CVE-2020-8694): read it through the energy "
+    "reader running as uid 0 (EnergySocket, the collectd role's default), or run collectd as root"
+)
+
+
+READER_HINT = (
+    "the energy reader (uid 0 without capabilities) reads only the energy_uj files root owns, as the "
+    "kernel makes them (CVE-2020-8694): check the file's owner on the node"
 )
 
 
@@ -169,7 +178,8 @@ class RaplReader:
             if zone.path not in self._unreadable:
                 self._unreadable.add(zone.path)
                 if exc.errno in (errno.EACCES, errno.EPERM):
-                    self.log("error", "cannot read %s (%s): %s" % (path, os.strerror(exc.errno), PRIVILEGE_HINT))
+                    hint = READER_HINT if "energy reader" in str(exc) else PRIVILEGE_HINT
+                    self.log("error", "cannot read %s (%s): %s" % (path, os.strerror(exc.errno), hint))
                 else:
                     self.log("error", "cannot read %s: %s" % (path, exc))
             self._previous.pop(zone.path, None)
@@ -226,7 +236,7 @@ try:  # pragma: no cover - exercised by tests/integration/test_collectd_rapl.py 
 except ImportError:  # imported by the unit tests
     collectd = None
 
-_state = {"root": DEFAULT_SYSFS_ROOT, "hwmon_root": "", "reader": None}
+_state = {"root": DEFAULT_SYSFS_ROOT, "hwmon_root": "", "energy_socket": "", "reader": None}
 
 
 def _collectd_log(level, message):
@@ -240,12 +250,20 @@ def _configure(config):
             _state["root"] = str(child.values[0])
         elif key == "hwmonroot" and child.values:
             _state["hwmon_root"] = str(child.values[0])
+        elif key == "energysocket" and child.values:
+            _state["energy_socket"] = str(child.values[0])
         else:
             collectd.warning("%s plugin: unknown option %s" % (PLUGIN_NAME, child.key))
 
 
 def _init():
-    _state["reader"] = RaplReader(_state["root"], log=_collectd_log, hwmon_root=_state["hwmon_root"])
+    read = _read_text
+    if _state["energy_socket"]:
+        from energy_reader import EnergyClient  # shipped beside this file
+
+        read = EnergyClient(_state["energy_socket"], _read_text)
+        _collectd_log("info", "energy_uj through the energy reader at %s" % _state["energy_socket"])
+    _state["reader"] = RaplReader(_state["root"], log=_collectd_log, read_text=read, hwmon_root=_state["hwmon_root"])
 
 
 def _dispatch(zone, type_instance, value):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import subprocess
 
 import pytest
 import yaml
@@ -362,3 +363,40 @@ def test_a_missing_host_path_of_unset_type_is_created_as_a_directory(tmp_path):
 )
 def test_resource_field_refs_are_whole_numbers_of_the_divisor(resources, ref, value):
     assert kubelet_pods.resource_value({"resources": resources}, ref) == value
+
+
+def test_capabilities_follow_containerds_rule():
+    caps = kubelet_pods.CAPABILITIES
+
+    def kept(**given):
+        return kubelet_pods.kept_capabilities({"securityContext": {"capabilities": given}} if given else {})
+
+    assert kept() is None  # none named: the lab leaves the process's set
+    assert kept(drop=["ALL"]) == frozenset()
+    assert kept(drop=["ALL"], add=["DAC_READ_SEARCH"]) == {caps["DAC_READ_SEARCH"]}
+    assert kept(drop=["NET_RAW"]) == kubelet_pods.RUNTIME_DEFAULT_CAPABILITIES - {caps["NET_RAW"]}
+    assert kept(add=["CAP_SYS_ADMIN"]) == kubelet_pods.RUNTIME_DEFAULT_CAPABILITIES | {caps["SYS_ADMIN"]}
+    assert kept(add=["ALL"], drop=["SYS_ADMIN"]) == set(caps.values()) - {caps["SYS_ADMIN"]}
+    with pytest.raises(
+        kubelet_pods.PodError, match="unknown capability 'SYS_MAGIC' in securityContext.capabilities.add"
+    ):
+        kept(add=["SYS_MAGIC"])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping from the bounding set needs root")
+def test_a_root_container_without_capabilities_has_none_after_exec():
+    """uid 0 with drop [ALL] (the collectd pod's energy reader): exec leaves it no capability, and
+    keeping one leaves exactly that one."""
+
+    def effective(kept):
+        out = subprocess.run(
+            ["/bin/grep", "^CapEff:", "/proc/self/status"],
+            preexec_fn=lambda: kubelet_pods._limit_capabilities(kept),  # noqa: PLW1509
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        return int(out.split()[1], 16)
+
+    assert effective(frozenset()) == 0
+    assert effective(frozenset({kubelet_pods.CAPABILITIES["DAC_READ_SEARCH"]})) == 1 << 2

@@ -196,7 +196,7 @@ def test_unreadable_energy_is_logged_once_with_the_privilege_needed(tmp_path):
     errors = [m for lvl, m in log.lines if lvl == "error"]
     assert len(errors) == 1
     assert denied in errors[0]
-    assert "CVE-2020-8694" in errors[0] and "CAP_DAC_READ_SEARCH" in errors[0] and "root" in errors[0]
+    assert "CVE-2020-8694" in errors[0] and "energy reader" in errors[0] and "root" in errors[0]
 
 
 def test_readable_again_restarts_from_a_baseline(tmp_path):
@@ -262,9 +262,10 @@ def test_collectd_role_ships_power_zones_beside_the_plugin():
     assert "plugins/module_utils/_power_zones.py" in facts["_collectd_power_zones"]
     configmap = next(t for t in deploy if t.get("name", "").startswith("Apply the collectd ConfigMap"))
     data = configmap["poweraware.k8s.k8s_apply"]["definition"]["data"]
-    assert set(data) == {"collectd.conf", "rapl_power.py", "_power_zones.py"}
+    assert set(data) == {"collectd.conf", "rapl_power.py", "_power_zones.py", "energy_reader.py"}
     daemonset = (REPO / "roles/collectd/templates/daemonset.yml.j2").read_text()
     assert "- key: _power_zones.py\n                path: plugins/_power_zones.py" in daemonset
+    assert "- key: energy_reader.py\n                path: plugins/energy_reader.py" in daemonset
 
 
 def test_plugin_and_cpu_power_info_name_the_same_zones(tmp_path):

@@ -1,0 +1,186 @@
+"""The energy reader: the one process of the collectd pod that may read ``energy_uj``.
+
+``energy_uj`` is mode 0400, owned by root, since the RAPL side-channel fix (CVE-2020-8694, Linux
+5.10 and backports). A non-root process would need ``CAP_DAC_READ_SEARCH`` in its effective set, and
+Kubernetes cannot give one to a non-root container (no ambient capabilities). So the pod splits the
+work: this reader runs as uid 0 with no capability at all (root reads the file as its owner), a
+read-only root file system, the host's powercap tree read-only and nothing else; collectd runs as
+an unprivileged user and asks the reader for each counter over a Unix socket in a volume only the
+pod's two containers share. The reader answers nothing but ``energy_uj`` files under its root.
+
+Protocol, one request per connection: the client sends the counter's path as collectd sees it
+(the same mount path in both containers) and a newline; the reader answers ``OK <microjoules>`` or
+``ERR <errno> <message>`` and a newline, and closes. A path outside the root, a file that is not
+``energy_uj`` or a path with ``..`` is refused with ``EACCES``.
+
+``EnergyClient`` is the other end, imported by rapl_power.py from the same plugin directory. Both
+import nothing outside the standard library and stay compatible with Python 3.6 (the image's
+interpreter may be old).
+
+Usage::
+
+    python3 energy_reader.py --root /host/sys/devices/virtual/powercap \
+        --socket /run/poweraware-energy/energy.sock
+"""
+
+import argparse
+import contextlib
+import errno
+import os
+import signal
+import socket
+import sys
+
+COUNTER = "energy_uj"
+MAX_REQUEST = 4096
+TIMEOUT = 2.0
+# the socket's mode: the reader's user and group (collectd's group, runAsGroup) may connect
+SOCKET_MODE = 0o660
+
+
+class Refused(Exception):
+    """A request the reader does not answer with a counter: errno and message go to the client."""
+
+    def __init__(self, code, message):
+        Exception.__init__(self, message)
+        self.code = code
+        self.message = message
+
+
+def resolve(root, requested):
+    """The file ``requested`` names, if the reader may read it: an ``energy_uj`` under ``root``
+    (after resolving symbolic links), with no ``..`` component. Raises Refused otherwise."""
+    if not requested.startswith("/") or "\0" in requested:
+        raise Refused(errno.EACCES, "not an absolute path: %r" % requested)
+    parts = requested.split("/")
+    if ".." in parts or parts[-1] != COUNTER:
+        raise Refused(errno.EACCES, "the energy reader serves %s files only, not %r" % (COUNTER, requested))
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(requested)
+    if os.path.commonpath([real_root, real]) != real_root or os.path.basename(real) != COUNTER:
+        raise Refused(errno.EACCES, "%r is not under the energy reader's root %s" % (requested, root))
+    return real
+
+
+def answer(root, request, read=None):
+    """The reply line (bytes, with its newline) to one request line (bytes)."""
+    read = read or _read_counter
+    try:
+        text = request.decode("utf-8")
+    except UnicodeDecodeError:
+        return b"ERR %d request is not UTF-8\n" % errno.EINVAL
+    try:
+        path = resolve(root, text.rstrip("\n"))
+        value = read(path)
+    except Refused as exc:
+        return ("ERR %d %s\n" % (exc.code, exc.message)).encode("utf-8")
+    except OSError as exc:
+        code = exc.errno or errno.EIO
+        return ("ERR %d %s\n" % (code, exc.strerror or exc)).encode("utf-8")
+    except ValueError:
+        return ("ERR %d unexpected content in %s\n" % (errno.EIO, text.rstrip("\n"))).encode("utf-8")
+    return ("OK %d\n" % value).encode("utf-8")
+
+
+def _read_counter(path):
+    with open(path) as handle:
+        return int(handle.read().strip())
+
+
+def _receive_line(conn, limit=MAX_REQUEST):
+    data = b""
+    while not data.endswith(b"\n") and len(data) < limit:
+        chunk = conn.recv(limit - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def serve(root, path, log=None, ready=None, stop=None):
+    """Answer requests on a Unix socket at ``path`` until SIGTERM/SIGINT (or ``stop()`` is true).
+    A socket file left by an earlier run (the volume outlives the container) is replaced."""
+    log = log or (lambda message: sys.stdout.write(message + "\n") or sys.stdout.flush())
+    if not os.path.isdir(root):
+        raise SystemExit("energy reader: %s is not a directory (is the host's powercap tree mounted?)" % root)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o777 & ~SOCKET_MODE)
+    try:
+        server.bind(path)
+    finally:
+        os.umask(old_umask)
+    server.listen(8)
+    server.settimeout(0.5)
+    log("energy reader: serving %s files under %s on %s" % (COUNTER, root, path))
+    if ready is not None:
+        ready()
+    try:
+        while not (stop and stop()):
+            try:
+                conn, _addr = server.accept()
+            except socket.timeout:
+                continue
+            with conn:
+                conn.settimeout(TIMEOUT)
+                try:
+                    conn.sendall(answer(root, _receive_line(conn)))
+                except OSError as exc:
+                    log("energy reader: a client went away: %s" % exc)
+    finally:
+        server.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
+class EnergyClient:
+    """rapl_power.py's ``read_text`` through the reader: ``energy_uj`` files are asked for over the
+    socket, every other file (names, ranges, limits: world-readable) is read directly."""
+
+    def __init__(self, socket_path, read_text, timeout=TIMEOUT):
+        self.socket_path = socket_path
+        self.read_direct = read_text
+        self.timeout = timeout
+
+    def __call__(self, path):
+        if os.path.basename(path) != COUNTER:
+            return self.read_direct(path)
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.settimeout(self.timeout)
+        try:
+            conn.connect(self.socket_path)
+            conn.sendall((path + "\n").encode("utf-8"))
+            reply = _receive_line(conn).decode("utf-8", "replace").rstrip("\n")
+        except OSError as exc:
+            code = exc.errno or errno.EIO
+            raise OSError(code, "energy reader at %s: %s" % (self.socket_path, exc.strerror or exc)) from exc
+        finally:
+            conn.close()
+        status, _sep, rest = reply.partition(" ")
+        if status == "OK":
+            return rest
+        if status == "ERR":
+            code, _sep, message = rest.partition(" ")
+            raise OSError(int(code) if code.isdigit() else errno.EIO, "energy reader: %s" % message)
+        raise OSError(errno.EIO, "energy reader at %s: unexpected reply %r" % (self.socket_path, reply[:80]))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="Serve energy_uj counters to collectd over a Unix socket.")
+    parser.add_argument("--root", required=True, help="the powercap tree (read-only host mount)")
+    parser.add_argument("--socket", required=True, help="the Unix socket to create (in the pod's shared volume)")
+    args = parser.parse_args(argv)
+    stopping = []
+
+    def _stop(_signum, _frame):
+        stopping.append(True)
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    serve(args.root, args.socket, stop=lambda: bool(stopping))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""The collectd pod's energy reader (roles/collectd/files/energy_reader.py): what it serves, what it
+refuses, and the plugin reading energy_uj through it over a real Unix socket."""
+
+from __future__ import annotations
+
+import errno
+import os
+import pathlib
+import socket
+import stat
+import threading
+
+import pytest
+from poweraware_testing import load_module
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+FILES = REPO / "roles" / "collectd" / "files"
+
+zones = load_module("_power_zones", REPO / "plugins" / "module_utils" / "_power_zones.py")
+reader = load_module("energy_reader", FILES / "energy_reader.py")
+rapl = load_module("rapl_power", FILES / "rapl_power.py")
+
+
+def _tree(tmp_path: pathlib.Path) -> pathlib.Path:
+    root = tmp_path / "powercap"
+    zone = root / "intel-rapl" / "intel-rapl:0"
+    (zone / "intel-rapl:0:0").mkdir(parents=True)
+    (zone / "name").write_text("package-0\n")
+    (zone / "energy_uj").write_text("1000000\n")
+    (zone / "max_energy_range_uj").write_text("262143328850\n")
+    (zone / "constraint_0_max_power_uw").write_text("150000000\n")
+    (zone / "intel-rapl:0:0" / "energy_uj").write_text("42\n")
+    (root / "secret").write_text("not a counter\n")
+    return root
+
+
+@pytest.fixture
+def served(tmp_path):
+    """A reader serving a fake powercap tree on a socket of tmp_path, stopped afterwards."""
+    root = _tree(tmp_path)
+    path = str(tmp_path / "energy.sock")
+    ready, stop = threading.Event(), threading.Event()
+    thread = threading.Thread(
+        target=reader.serve,
+        args=(str(root), path),
+        kwargs={"log": lambda _m: None, "ready": ready.set, "stop": stop.is_set},
+    )
+    thread.start()
+    assert ready.wait(5)
+    yield root, path
+    stop.set()
+    thread.join(5)
+    assert not thread.is_alive()
+
+
+def test_answers_energy_counters_under_its_root(tmp_path):
+    root = _tree(tmp_path)
+    zone = root / "intel-rapl" / "intel-rapl:0"
+    assert reader.answer(str(root), f"{zone}/energy_uj\n".encode()) == b"OK 1000000\n"
+    assert reader.answer(str(root), f"{zone}/intel-rapl:0:0/energy_uj\n".encode()) == b"OK 42\n"
+
+
+@pytest.mark.parametrize(
+    ("request_path", "why"),
+    [
+        ("{root}/secret", "serves energy_uj files only"),
+        ("{root}/intel-rapl/intel-rapl:0/name", "serves energy_uj files only"),
+        ("{root}/../escape/energy_uj", "serves energy_uj files only"),  # no .. at all
+        ("/etc/energy_uj", "is not under the energy reader's root"),
+        ("relative/energy_uj", "not an absolute path"),
+        ("{root}/link/energy_uj", "is not under the energy reader's root"),  # a symlink out of the root
+    ],
+)
+def test_refuses_everything_else(tmp_path, request_path, why):
+    root = _tree(tmp_path)
+    outside = tmp_path / "escape"
+    outside.mkdir()
+    (outside / "energy_uj").write_text("7\n")
+    (root / "link").symlink_to(outside)
+    reply = reader.answer(str(root), (request_path.format(root=root) + "\n").encode()).decode()
+    assert reply.startswith(f"ERR {errno.EACCES} ") and why in reply, reply
+    assert reply.endswith("\n") and reply.count("\n") == 1
+
+
+def test_read_errors_travel_with_their_errno(tmp_path):
+    root = _tree(tmp_path)
+    missing = root / "intel-rapl" / "intel-rapl:9" / "energy_uj"
+    (root / "intel-rapl" / "intel-rapl:9").mkdir()
+    assert reader.answer(str(root), f"{missing}\n".encode()).startswith(f"ERR {errno.ENOENT} ".encode())
+
+    def denied(_path):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    zone = root / "intel-rapl" / "intel-rapl:0" / "energy_uj"
+    assert (
+        reader.answer(str(root), f"{zone}\n".encode(), read=denied)
+        == f"ERR {errno.EACCES} Permission denied\n".encode()
+    )
+    (root / "intel-rapl" / "intel-rapl:0" / "energy_uj").write_text("garbage\n")
+    assert reader.answer(str(root), f"{zone}\n".encode()).startswith(f"ERR {errno.EIO} unexpected content".encode())
+
+
+def test_socket_is_group_only_and_replaced_when_stale(tmp_path):
+    root = _tree(tmp_path)
+    path = tmp_path / "energy.sock"
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(path))  # an earlier run's socket file: the volume outlives the container
+    stale.close()
+    ready, stop, modes = threading.Event(), threading.Event(), []
+
+    def on_ready():
+        modes.append(stat.S_IMODE(os.stat(path).st_mode))
+        ready.set()
+
+    thread = threading.Thread(
+        target=reader.serve,
+        args=(str(root), str(path)),
+        kwargs={"log": lambda _m: None, "ready": on_ready, "stop": stop.is_set},
+    )
+    thread.start()
+    assert ready.wait(5)
+    stop.set()
+    thread.join(5)
+    assert modes == [0o660]
+    assert not path.exists()  # removed on the way out
+
+
+def test_no_powercap_tree_is_a_clear_error(tmp_path):
+    with pytest.raises(SystemExit, match="is not a directory .is the host's powercap tree mounted"):
+        reader.serve(str(tmp_path / "absent"), str(tmp_path / "s"), log=lambda _m: None)
+
+
+def test_the_plugin_reads_energy_through_the_reader(served):
+    root, path = served
+    zone = root / "intel-rapl" / "intel-rapl:0"
+    reads = []
+
+    def direct(p):
+        reads.append(os.path.basename(p))
+        if os.path.basename(p) == "energy_uj":
+            raise PermissionError(errno.EACCES, "Permission denied")  # as for collectd: root-only
+        return zones.read_text(p)
+
+    client = reader.EnergyClient(path, direct)
+    now = [100.0]
+    plugin = rapl.RaplReader(str(root / "intel-rapl"), clock=lambda: now[0], read_text=client, hwmon_root=None)
+    assert [s.power_w for s in plugin.read()] == [None]  # baseline
+    (zone / "energy_uj").write_text("51000000\n")  # 50 J later
+    now[0] += 10
+    (sample,) = plugin.read()
+    assert sample.power_w == pytest.approx(5.0) and sample.tdp_w == 150.0
+    assert "energy_uj" not in reads and "name" in reads  # the counter never read directly
+
+
+def test_client_errors_name_the_reader(served, tmp_path):
+    root, path = served
+    client = reader.EnergyClient(path, zones.read_text)
+    with pytest.raises(OSError, match="energy reader: .* is not under the energy reader.s root") as refused:
+        client(str(tmp_path / "elsewhere" / "energy_uj"))
+    assert refused.value.errno == errno.EACCES
+    gone = reader.EnergyClient(str(tmp_path / "no.sock"), zones.read_text)
+    with pytest.raises(OSError, match="energy reader at .*no.sock") as down:
+        gone(str(root / "intel-rapl" / "intel-rapl:0" / "energy_uj"))
+    assert down.value.errno in (errno.ENOENT, errno.ECONNREFUSED)
+    # a reader that is down is logged once by the plugin with the file and the hint, as a denied read
+    log = []
+    plugin = rapl.RaplReader(
+        str(root / "intel-rapl"), log=lambda lvl, m: log.append((lvl, m)), read_text=gone, hwmon_root=None
+    )
+    plugin.read()
+    plugin.read()
+    errors = [m for lvl, m in log if lvl == "error"]
+    assert len(errors) == 1 and "energy reader at" in errors[0], errors
+
+
+def test_a_counter_the_reader_refuses_is_logged_with_the_readers_hint(served, tmp_path):
+    root, path = served
+    counter = root / "intel-rapl" / "intel-rapl:0" / "energy_uj"
+    outside = tmp_path / "outside_energy_uj"
+    outside.write_text("5\n")
+    counter.unlink()
+    counter.symlink_to(outside)  # not a counter the reader may read
+    log = []
+    plugin = rapl.RaplReader(
+        str(root / "intel-rapl"),
+        log=lambda lvl, m: log.append((lvl, m)),
+        read_text=reader.EnergyClient(path, zones.read_text),
+        hwmon_root=None,
+    )
+    assert [s.power_w for s in plugin.read()] == [None]
+    (error,) = [m for lvl, m in log if lvl == "error"]
+    assert f"cannot read {counter} (Permission denied): {rapl.READER_HINT}" == error
