@@ -119,8 +119,8 @@ IMAGES = (
         why="runs the role's RAPL plugin (python plugin) and the cpu plugin (each node's /proc/stat) and exports "
         "through write_prometheus; barometer's image builds collectd 5.12 from source too, with the same plugins",
         system_path="/usr/sbin/collectd",
-        # the role's energy reader container runs python3 (barometer's image has CentOS Stream's
-        # Python 3.6; the reader is written for 3.6 and later, and Debian's 3.11 runs it here)
+        # the role's energy reader container runs the image's python3 (the reader is written for
+        # 3.6 and later; Debian's 3.11 runs it here)
         also=(("python3", "/usr/bin/python3"),),
     ),
     Image(

@@ -33,7 +33,8 @@ It fixes the known defects of the upstream power demo's plugin:
 
 The measurement logic (``RaplReader``, ``energy_delta_uj``, ``discover_package_zones``) does not
 import collectd, so it is unit-tested directly. The module must stay compatible with the Python
-that collectd embeds (Debian 12: 3.11) and with Python 3.9.
+that collectd embeds, from 3.6 (an older image's) to Debian 12's 3.11: no
+``from __future__ import annotations`` (a SyntaxError before 3.7), checked by the unit tests.
 
 collectd configuration::
 
@@ -47,8 +48,6 @@ collectd configuration::
       </Module>
     </Plugin>
 """
-
-from __future__ import annotations
 
 import errno
 import os

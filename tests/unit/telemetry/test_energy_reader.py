@@ -190,3 +190,23 @@ def test_a_counter_the_reader_refuses_is_logged_with_the_readers_hint(served, tm
     assert [s.power_w for s in plugin.read()] == [None]
     (error,) = [m for lvl, m in log if lvl == "error"]
     assert f"cannot read {counter} (Permission denied): {rapl.READER_HINT}" == error
+
+
+@pytest.mark.parametrize(
+    "path", [FILES / "rapl_power.py", FILES / "energy_reader.py", REPO / "plugins/module_utils/_power_zones.py"]
+)
+def test_files_the_image_runs_stay_valid_for_python_3_6(path):
+    """collectd's embedded Python and the reader's python3 are the image's, which may be as old as
+    3.6: the 3.6 grammar parses them, and no ``from __future__ import annotations`` (a SyntaxError
+    before 3.7), which the grammar check alone does not catch."""
+    import ast
+
+    source = path.read_text()
+    tree = ast.parse(source, feature_version=(3, 6))
+    futures = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__"
+        for alias in node.names
+    }
+    assert not futures - {"absolute_import", "division", "print_function"}, futures
