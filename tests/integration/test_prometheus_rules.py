@@ -50,6 +50,7 @@ def test_rule_file_is_valid_and_complete():
     records = [r["record"] for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
     assert "node_package_power_avg" in records
     assert "node_package_power_per_pod" in records
+    assert "instance:node_cpu:ratio" in records  # load-watcher's CPU series
 
 
 @pytest.mark.parametrize("sockets", sorted(TESTS))

@@ -61,7 +61,10 @@ def test_check_mode_changes_nothing(site):
 
 
 def test_every_workload_accepted_and_ready(site, api, lab):
-    """Every Deployment and DaemonSet the site created is ready; DaemonSets cover every worker."""
+    """Every Deployment and DaemonSet the site created is ready; DaemonSets cover every worker; and
+    every container of their pods is a process the lab's kubelet runs (containerID lab://<pid>, not
+    a status kwok wrote) and declares a readinessProbe, so it is Ready because its process answered
+    that probe (kubelet counts a container without one ready as soon as it runs)."""
     deployments = [
         d for d in api["apps"].list_deployment_for_all_namespaces().items if d.metadata.namespace != "kube-system"
     ]
@@ -79,6 +82,55 @@ def test_every_workload_accepted_and_ready(site, api, lab):
         selector = ",".join(f"{k}={v}" for k, v in ds.spec.selector.match_labels.items())
         pods = api["core"].list_namespaced_pod(ds.metadata.namespace, label_selector=selector).items
         assert set(lab.worker_nodes) <= {p.spec.node_name for p in pods}, name
+    ours = [
+        w
+        for w in deployments + daemonsets
+        if (w.metadata.labels or {}).get("app.kubernetes.io/managed-by") == "poweraware.k8s"
+        and w.metadata.labels.get("app.kubernetes.io/part-of") != "poweraware-power-demo"
+    ]
+    running, problems = _containers_run_by_the_lab(api["core"], ours)
+    assert not problems, problems
+    # every component the site deploys, each container a process answering its probe
+    assert {name.split("/")[1] for name in running} >= SITE_COMPONENTS, sorted(running)
+    print(f"PROOF {sum(running.values())} containers of {len(running)} workloads run as lab processes: {running}")
+
+
+# The workloads the default site deploys into the lab (the descheduler comes with a descheduling
+# policy, the demo with power_demo).
+SITE_COMPONENTS = {
+    "collectd",
+    "kube-state-metrics",
+    "prometheus",
+    "prometheus-adapter",
+    "telemetry-aware-scheduling",
+    "nfd-master",
+    "nfd-worker",
+}
+
+
+def _containers_run_by_the_lab(core, workloads) -> tuple[dict, list]:
+    """{namespace/workload: containers checked}, and each container that kwok (not the lab's
+    kubelet) reports, that is not ready, or that has no readinessProbe."""
+    running, problems = {}, []
+    for workload in workloads:
+        name = f"{workload.metadata.namespace}/{workload.metadata.name}"
+        selector = ",".join(f"{k}={v}" for k, v in workload.spec.selector.match_labels.items())
+        pods = core.list_namespaced_pod(workload.metadata.namespace, label_selector=selector).items
+        for pod in pods:
+            specs = {c.name: c for c in pod.spec.containers}
+            for status in pod.status.container_statuses or []:
+                where = f"{name} pod {pod.metadata.name} container {status.name}"
+                if not (status.container_id or "").startswith("lab://"):
+                    problems.append(f"{where}: containerID {status.container_id!r} is not a lab process")
+                elif not status.ready:
+                    problems.append(f"{where}: not ready")
+                elif specs[status.name].readiness_probe is None:
+                    problems.append(f"{where}: ready without a readinessProbe (kubelet's 'ready' says only 'running')")
+                else:
+                    running[name] = running.get(name, 0) + 1
+        if not pods:
+            problems.append(f"{name}: no pods")
+    return running, problems
 
 
 PSA = "pod-security.kubernetes.io/"
@@ -775,6 +827,10 @@ def _prometheus_query(lab, api, query: str) -> list[dict]:
     return json.loads(body)["data"]["result"]
 
 
+# load-watcher's Prometheus provider's query for every host's CPU (its window here one minute)
+WATCHER_CPU = "avg_over_time(instance:node_cpu:ratio[1m])"
+
+
 def _sweep_pod(name: str, node: str, millicores: int) -> dict:
     return {
         "metadata": {"name": name, "labels": {"app": "power-model-sweep"}},
@@ -818,6 +874,16 @@ def test_power_models_are_fitted_from_the_stacks_own_prometheus(site, api, lab):
         return len(pairs) == len(workers) and all(abs(a - b) <= 2.0 for a, b in pairs.values()) and pairs
 
     steady = wait_until(consistent, 60, "collectd_cpu_percent of every worker to match the meter's utilisation")
+
+    # load-watcher's view of the same utilisation (what Trimaran and Peaks read): the recorded
+    # instance:node_cpu:ratio, asked for all hosts as its Prometheus provider asks, keyed by node name
+    def watcher_consistent():
+        seen = {r["metric"]["instance"]: 100 * float(r["value"][1]) for r in _prometheus_query(lab, api, WATCHER_CPU)}
+        simulated = lab.simulated_power()
+        pairs = {w: (round(seen[w], 2), simulated[w]["util_percent"]) for w in workers if w in seen}
+        return len(pairs) == len(workers) and all(abs(a - b) <= 2.0 for a, b in pairs.values()) and pairs
+
+    watcher = wait_until(watcher_consistent, 90, f"{WATCHER_CPU} of every worker to match the meter's utilisation")
 
     start = time.time()
     names: list[str] = []
@@ -883,6 +949,7 @@ def test_power_models_are_fitted_from_the_stacks_own_prometheus(site, api, lab):
             f"{rmse:.1f} W = {errors[worker]:.2f} % of peak"
         )
     rows.insert(0, f"utilisation exported by collectd vs the meter's, steady: {steady}")
+    rows.insert(1, f"utilisation as load-watcher reads it ({WATCHER_CPU}, percent) vs the meter's: {watcher}")
     print("PROOF power models fitted from the lab's Prometheus:\n  " + "\n  ".join(rows))
     assert all(e <= 5.0 for e in errors.values()), rows
 

@@ -21,6 +21,10 @@ Usage::
 
     python3 energy_reader.py --root /host/sys/devices/virtual/powercap \
         --socket /run/poweraware-energy/energy.sock
+    python3 energy_reader.py --check --socket /run/poweraware-energy/energy.sock
+
+``--check`` is the container's readiness probe: it exits 0 when a reader answers on the socket
+(it asks for a path the reader always refuses, so no counter is read), 1 otherwise.
 """
 
 import argparse
@@ -166,11 +170,40 @@ class EnergyClient:
         raise OSError(errno.EIO, "energy reader at %s: unexpected reply %r" % (self.socket_path, reply[:80]))
 
 
+# what --check asks for: refused by every reader (not an energy_uj file), so it reads nothing
+CHECK_REQUEST = "/"
+
+
+def check(path, timeout=TIMEOUT):
+    """(True, reply) when a reader answers on the socket ``path`` with a well-formed line, else
+    (False, why): the readiness probe. A refusal is an answer; silence or garbage is not."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.settimeout(timeout)
+    try:
+        conn.connect(path)
+        conn.sendall((CHECK_REQUEST + "\n").encode("utf-8"))
+        reply = _receive_line(conn).decode("utf-8", "replace")
+    except OSError as exc:
+        return False, "no energy reader answers on %s: %s" % (path, exc.strerror or exc)
+    finally:
+        conn.close()
+    if reply.endswith("\n") and reply.split(" ", 1)[0] in ("OK", "ERR"):
+        return True, reply.rstrip("\n")
+    return False, "unexpected reply on %s: %r" % (path, reply[:80])
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Serve energy_uj counters to collectd over a Unix socket.")
-    parser.add_argument("--root", required=True, help="the powercap tree (read-only host mount)")
+    parser.add_argument("--root", help="the powercap tree (read-only host mount); required unless --check")
     parser.add_argument("--socket", required=True, help="the Unix socket to create (in the pod's shared volume)")
+    parser.add_argument("--check", action="store_true", help="exit 0 when a reader answers on --socket (probe)")
     args = parser.parse_args(argv)
+    if args.check:
+        ok, message = check(args.socket)
+        (sys.stdout if ok else sys.stderr).write(message + "\n")
+        return 0 if ok else 1
+    if not args.root:
+        parser.error("--root is required to serve")
     stopping = []
 
     def _stop(_signum, _frame):

@@ -210,3 +210,41 @@ def test_files_the_image_runs_stay_valid_for_python_3_6(path):
         for alias in node.names
     }
     assert not futures - {"absolute_import", "division", "print_function"}, futures
+
+
+def test_check_passes_only_while_a_reader_answers(served, tmp_path, capsys):
+    """--check, the container's readiness probe: 0 with a reader serving (its refusal of '/' is an
+    answer), 1 with nothing on the socket path, and 1 for a listener that answers garbage."""
+    _root, path = served
+    assert reader.main(["--check", "--socket", path]) == 0
+    assert capsys.readouterr().out.startswith(f"ERR {errno.EACCES} ")
+    missing = str(tmp_path / "none.sock")
+    assert reader.main(["--check", "--socket", missing]) == 1
+    assert f"no energy reader answers on {missing}" in capsys.readouterr().err
+
+    other = str(tmp_path / "other.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(other)
+    listener.listen(1)
+
+    def garbage():
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(100)
+            conn.sendall(b"HELLO\n")
+
+    thread = threading.Thread(target=garbage)
+    thread.start()
+    try:
+        ok, message = reader.check(other)
+    finally:
+        thread.join(5)
+        listener.close()
+    assert (ok, message) == (False, f"unexpected reply on {other}: 'HELLO\\n'")
+
+
+def test_serving_without_a_root_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        reader.main(["--socket", str(tmp_path / "s.sock")])
+    assert exc.value.code == 2
+    assert "--root is required to serve" in capsys.readouterr().err
