@@ -228,7 +228,7 @@ def test_check_passes_only_while_a_reader_answers(served, tmp_path, capsys):
     listener.listen(1)
 
     def garbage():
-        conn, _ = listener.accept()
+        conn, _peer = listener.accept()
         with conn:
             conn.recv(100)
             conn.sendall(b"HELLO\n")
