@@ -29,8 +29,12 @@ help:
 $(BIN)/python:
 	@python=$$(scripts/find-python.sh) && echo "creating $(VENV) with $$python" && "$$python" -m venv $(VENV)
 
+# uv installs the pinned requirements into the venv in about 25 s where pip takes over 3 minutes
+# (the ansible package alone is tens of thousands of files); bytecode is compiled at install, as
+# pip does, so no playbook run compiles ansible again (CI sets PYTHONDONTWRITEBYTECODE).
 $(DEPS): $(BIN)/python requirements.txt requirements-dev.txt
-	$(BIN)/pip install --quiet -r requirements.txt -r requirements-dev.txt
+	$(BIN)/pip install --quiet uv==0.13.9
+	$(BIN)/uv pip install --python $(BIN)/python --quiet --compile-bytecode -r requirements.txt -r requirements-dev.txt
 	@touch $@
 
 $(COLL_LINK):
