@@ -25,6 +25,7 @@ import time
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 TESTS = "tests/integration"
 NO_TESTS_COLLECTED = 5
+STANDALONE_NICENESS = 19
 LOG = REPO_ROOT / "tests" / "output" / "integration-standalone.log"
 
 
@@ -49,8 +50,14 @@ def main(extra: list[str]) -> int:
     basetemp = pathlib.Path(tempfile.mkdtemp(prefix="poweraware-standalone-"))
     started = time.monotonic()
     with LOG.open("w") as log:
+        # At the lowest CPU priority: the lab group's CPU-bound runs (the fresh dry run, the converge)
+        # then keep the machine, and the standalone tests take the time the lab tests spend waiting.
+        # Beside them at equal priority, the fresh dry run took 330 s instead of about 172 s.
         standalone = subprocess.Popen(
-            pytest_argv("standalone", extra, basetemp), cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT
+            ["nice", "-n", str(STANDALONE_NICENESS), *pytest_argv("standalone", extra, basetemp)],
+            cwd=REPO_ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         try:
             lab_code = subprocess.call(pytest_argv("not standalone", extra), cwd=REPO_ROOT)
