@@ -138,6 +138,19 @@ def serve(root, path, log=None, ready=None, stop=None):
             os.unlink(path)
 
 
+def _round_trip(socket_path, request, timeout):
+    """One request line to the reader at ``socket_path`` and its reply line (newline kept, so a
+    truncated reply shows); OSError when nothing answers in ``timeout`` seconds."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.settimeout(timeout)
+    try:
+        conn.connect(socket_path)
+        conn.sendall((request + "\n").encode("utf-8"))
+        return _receive_line(conn).decode("utf-8", "replace")
+    finally:
+        conn.close()
+
+
 class EnergyClient:
     """rapl_power.py's ``read_text`` through the reader: ``energy_uj`` files are asked for over the
     socket, every other file (names, ranges, limits: world-readable) is read directly."""
@@ -150,17 +163,11 @@ class EnergyClient:
     def __call__(self, path):
         if os.path.basename(path) != COUNTER:
             return self.read_direct(path)
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        conn.settimeout(self.timeout)
         try:
-            conn.connect(self.socket_path)
-            conn.sendall((path + "\n").encode("utf-8"))
-            reply = _receive_line(conn).decode("utf-8", "replace").rstrip("\n")
+            reply = _round_trip(self.socket_path, path, self.timeout).rstrip("\n")
         except OSError as exc:
             code = exc.errno or errno.EIO
             raise OSError(code, "energy reader at %s: %s" % (self.socket_path, exc.strerror or exc)) from exc
-        finally:
-            conn.close()
         status, _sep, rest = reply.partition(" ")
         if status == "OK":
             return rest
@@ -177,16 +184,10 @@ CHECK_REQUEST = "/"
 def check(path, timeout=TIMEOUT):
     """(True, reply) when a reader answers on the socket ``path`` with a well-formed line, else
     (False, why): the readiness probe. A refusal is an answer; silence or garbage is not."""
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    conn.settimeout(timeout)
     try:
-        conn.connect(path)
-        conn.sendall((CHECK_REQUEST + "\n").encode("utf-8"))
-        reply = _receive_line(conn).decode("utf-8", "replace")
+        reply = _round_trip(path, CHECK_REQUEST, timeout)
     except OSError as exc:
         return False, "no energy reader answers on %s: %s" % (path, exc.strerror or exc)
-    finally:
-        conn.close()
     if reply.endswith("\n") and reply.split(" ", 1)[0] in ("OK", "ERR"):
         return True, reply.rstrip("\n")
     return False, "unexpected reply on %s: %r" % (path, reply[:80])
