@@ -293,12 +293,26 @@ def test_rapl_plugin_in_real_collectd(collectd_run):
     assert set(seen[("package-1", "tdp")].values()) == {150.0}
     assert set(seen[("package-2", "tdp")].values()) == {100.0}
 
-    # Power: every distinct read is within 5 % of the true power, including the reads across a wrap.
+    # Power, including the reads across a wrap. The fake counter is a file a thread rewrites every
+    # 5 ms; on a loaded machine that thread (or collectd) can be held up for tens of milliseconds, and
+    # the energy of that delay then shows in a later read instead (seen in CI: 77.1, 77.7 then
+    # 85.5 W for 80 W; 75.7 then 84.6 W). Energy is conserved: the displaced energy, the running sum
+    # of (read - true) x interval, stays within 100 ms of the zone's power, whereas a systematic error
+    # of 2 % accumulates past it within the window. The median read is within 1 %, and no read is off
+    # by more than 10 % (a missed wrap is 120 W for package-1, a wrong unit a factor of 10^6).
     for zone, true_power in (("package-0", 80.0), ("package-1", 50.0)):
-        values = list(seen[(zone, "package")].values())
+        reads = sorted(seen[(zone, "package")].items())
+        values = [v for _ts, v in reads]
         assert len(values) >= 6, f"{zone}: too few reads: {values}\n{log}"
-        bad = [v for v in values if abs(v - true_power) > 0.05 * true_power]
-        assert not bad, f"{zone}: power off (true {true_power} W) in {values}"
+        assert abs(sorted(values)[len(values) // 2] - true_power) <= 0.01 * true_power, f"{zone}: median off: {values}"
+        assert all(abs(v - true_power) <= 0.10 * true_power for v in values), f"{zone}: power off in {values}"
+        displaced, worst, previous_ts = 0.0, 0.0, None
+        for ts, value in reads:
+            interval = INTERVAL if previous_ts is None or not ts else (ts - previous_ts) / 1000.0
+            displaced += (value - true_power) * interval
+            worst = max(worst, abs(displaced))
+            previous_ts = ts
+        assert worst <= 0.1 * true_power, f"{zone}: {worst:.2f} J displaced (> 100 ms of power): {values}"
 
     # 3. Unreadable energy_uj: no power for that package, and one clear log line.
     assert ("package-2", "package") not in seen
