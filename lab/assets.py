@@ -35,6 +35,8 @@ OPTIONAL_BINARIES = (
     "adapter",
     "prometheus",
     "descheduler",
+    "scheduler-plugins",
+    "load-watcher",
     "nfd-master",
     "nfd-worker",
 )
@@ -185,6 +187,29 @@ COMPONENTS = (
         output_name="descheduler",
         # Makefile's LDFLAGS: what `descheduler version` reports
         stamps=("sigs.k8s.io/descheduler/pkg/version.version=v0.36.0",),
+    ),
+    GoBuild(
+        name="scheduler-plugins",
+        module="sigs.k8s.io/scheduler-plugins",
+        # The image's /bin/kube-scheduler with the out-of-tree plugins, Peaks among them (its Makefile:
+        # go build -o bin/kube-scheduler cmd/scheduler/main.go). Named apart from the lab's own
+        # kube-scheduler; the image map gives the image's name back (lab/images.py).
+        packages=("sigs.k8s.io/scheduler-plugins/cmd/scheduler",),
+        binaries=("scheduler-plugins",),
+        output_name="scheduler-plugins",
+        # Its Makefile stamps the scheduler-plugins release (VERSION=v0.33.5) as Kubernetes' gitVersion;
+        # kube-scheduler 1.33 takes its binary version from that stamp and refuses to start below its
+        # emulation floor ("emulation version 0.33 is not between [1.31, 0.33.0]"). The Kubernetes
+        # release it is built against is the version that starts (docs/peaks.md).
+        stamps=("k8s.io/component-base/version.gitVersion=v1.33.5",),
+    ),
+    GoBuild(
+        name="load-watcher",
+        module="github.com/paypal/load-watcher",
+        # The image its Dockerfile builds: /bin/load-watcher (Makefile: go build -o bin/load-watcher main.go).
+        packages=("github.com/paypal/load-watcher",),
+        binaries=("load-watcher",),
+        output_name="load-watcher",
     ),
 )
 

@@ -41,6 +41,13 @@ class Image:
     # Other executables of the image that the roles' containers run, from this machine's Debian
     # packages: (name in the images dir, path here).
     also: tuple[tuple[str, str], ...] = ()
+    # The role variable that names this image when its project publishes none: the user builds and
+    # pushes it, the role's default is empty, and the lab is such a user (its reference is this one).
+    user_built: str = ""
+    # Commands of the image whose file in the images dir has another name (the images dir is one
+    # directory for every image: the scheduler-plugins image's kube-scheduler is not the lab's own):
+    # (name the container runs, name in the images dir).
+    executables: tuple[tuple[str, str], ...] = ()
     # What the lab's power meter counts as the container's CPU use: "requests" (every other image),
     # or "stress-ng" (while the container runs, the CPUs its stress-ng arguments stress).
     cpu_use: str = "requests"
@@ -49,6 +56,8 @@ class Image:
         image = {"entrypoint": list(self.entrypoint), "version": self.version}
         if self.user:
             image["user"] = self.user
+        if self.executables:
+            image["executables"] = dict(self.executables)
         return image
 
     @property
@@ -109,6 +118,29 @@ IMAGES = (
         why="evicts the pods whose required node affinity a node TAS labelled violating no longer meets "
         "(TAS's deschedule strategy); the release for Kubernetes 1.36, which the lab runs",
         user="1000",  # Dockerfile: USER 1000
+    ),
+    Image(
+        repository="registry.k8s.io/scheduler-plugins/kube-scheduler",
+        tag="v0.33.5",
+        # Dockerfile (build/scheduler): ENTRYPOINT ["/bin/kube-scheduler"], USER 65532:65532
+        entrypoint=("kube-scheduler",),
+        version="v0.33.5",
+        why="the second scheduler the peaks role deploys: kube-scheduler with the Peaks score plugin, which "
+        "places the pods that name its schedulerName by the published power models and load-watcher's utilisation",
+        user="65532:65532",
+        executables=(("kube-scheduler", "scheduler-plugins"),),
+    ),
+    Image(
+        # load-watcher publishes no image: its README has users build one (docker build) and push it
+        # to their own registry; the lab's is the local registry such a user pushes to.
+        repository="localhost:5000/load-watcher",
+        tag="v0.2.4",
+        user_built="peaks_load_watcher_image",
+        # Dockerfile: CMD ["/bin/load-watcher"] on alpine (root)
+        entrypoint=("load-watcher",),
+        version="v0.2.4",
+        why="serves Peaks the nodes' CPU utilisation (avg_over_time of instance:node_cpu:ratio) from the "
+        "stack's Prometheus on :2020/watcher",
     ),
     Image(
         repository="docker.io/opnfv/barometer-collectd",

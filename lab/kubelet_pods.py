@@ -1164,6 +1164,9 @@ class ApiPod:
         if self.dns is not None:
             resolv = self.pod_dir / "resolv.conf"
             if not resolv.exists():
+                # kubelet makes the pod's directory whatever its volumes: a pod with none (no
+                # service account token either) still gets its resolv.conf there.
+                self.pod_dir.mkdir(parents=True, exist_ok=True)
                 resolv.write_text(self.dns)
             out.append(Mount(str(resolv), "/etc/resolv.conf", True))
         return out
@@ -1402,7 +1405,9 @@ class ApiPods:
                 self.kubernetes = self.api.kubernetes_service()
             env = pod.environment(container.spec, self.api, self.kubernetes)
             argv = resolve_command(container.spec, container.image, env)
-            executable = pathlib.Path("/usr/lib/poweraware-lab/images") / pathlib.PurePosixPath(argv[0]).name
+            name = pathlib.PurePosixPath(argv[0]).name
+            name = (container.image.get("executables") or {}).get(name, name)  # lab/images.py Image.executables
+            executable = pathlib.Path("/usr/lib/poweraware-lab/images") / name
             if not os.access(executable, os.X_OK):
                 raise PodError(f'exec: "{argv[0]}": executable file not found in the lab image {executable.parent}')
             mounts = pod.mounts(container.spec)

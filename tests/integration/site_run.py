@@ -26,6 +26,7 @@ IMPORTED = [
     "playbooks/cluster_stack.yml",
     "playbooks/scheduler_extender.yml",
     "playbooks/power_models.yml",
+    "playbooks/peaks.yml",
 ]
 TIMINGS = REPO_ROOT / "tests" / "output" / "site_timings.json"
 
@@ -62,6 +63,10 @@ def converge_site(lab, tmp_path_factory):
             "poweraware_enable_power_models": True,
             "power_models_source": "file",
             "power_models_samples_file": str(samples),
+            # Peaks as a second scheduler (off by default): the lab plays a user who built load-watcher,
+            # which publishes no image, and pushed it to a local registry (lab/images.py)
+            "poweraware_enable_peaks": True,
+            "peaks_load_watcher_image": "localhost:5000/load-watcher",
         }
     )
     controller_before = controller_digest()
@@ -93,6 +98,10 @@ def converge_site(lab, tmp_path_factory):
     runs["controller"] = (controller_before, controller_digest())
     TIMINGS.parent.mkdir(parents=True, exist_ok=True)
     TIMINGS.write_text(json.dumps(timings, indent=2) + "\n")
+    # Each run's whole output next to the timings (a failure message shows only its tail; the rest
+    # is in tests/output): which task failed, and with profile_tasks enabled which took the time.
+    for name in ("converge", "rerun", "check"):
+        (TIMINGS.parent / f"site-{name}.log").write_text(runs[name].stdout + runs[name].stderr)
     print(f"\nsite.yml timings: {json.dumps(timings)}", file=sys.stderr)
     return runs
 

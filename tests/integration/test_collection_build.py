@@ -75,6 +75,7 @@ REQUIRED = [
     "playbooks/cluster_stack.yml",
     "playbooks/scheduler_extender.yml",
     "playbooks/power_models.yml",
+    "playbooks/peaks.yml",
     "plugins/modules/cpu_power_info.py",
     "plugins/filter/power_model.py",
     "roles/tas_policy/meta/argument_specs.yml",

@@ -912,7 +912,8 @@ def test_power_models_are_fitted_from_the_stacks_own_prometheus(site, api, lab):
     window = int(time.time() - start)
     fit = run_site(
         lab,
-        tags=["power_models"],
+        # and Peaks, which the converge deployed, takes the refitted models (the next test places by them)
+        tags=["power_models", "peaks"],
         extra_vars={
             "power_models_source": "prometheus",
             "power_models_samples_file": "",
@@ -952,6 +953,115 @@ def test_power_models_are_fitted_from_the_stacks_own_prometheus(site, api, lab):
     rows.insert(1, f"utilisation as load-watcher reads it ({WATCHER_CPU}, percent) vs the meter's: {watcher}")
     print("PROOF power models fitted from the lab's Prometheus:\n  " + "\n  ".join(rows))
     assert all(e <= 5.0 for e in errors.values()), rows
+
+
+# Issue 18 item 9: upstream Peaks as a second scheduler, which the site converge deploys (site_run.py)
+# and the power models test above refeeds with the models it fitted.
+PEAKS_POD_CPU_M = 8000  # a quarter of a lab node: the jumps of the three server types stay apart
+
+
+def _watcher_cpu(lab, core) -> tuple[int, dict[str, float]]:
+    """(timestamp, node -> CPU percent) as load-watcher serves them, and as Peaks picks them (the
+    first CPU metric whose operator is AVG or Latest; pkg/trimaran/peaks/peaks.go)."""
+    pod = core.list_namespaced_pod("kube-system", label_selector="app.kubernetes.io/name=peaks-load-watcher").items[0]
+    status, body = lab.lab_http_get(f"http://{pod.status.pod_ip}:2020/watcher")
+    assert status == 200, body[:300]
+    served = json.loads(body)
+    cpu = {}
+    for node, metrics in served["data"]["NodeMetricsMap"].items():
+        for metric in metrics.get("metrics") or []:
+            if metric["type"] == "CPU" and metric["operator"] in ("AVG", "Latest"):
+                cpu[node] = metric["value"]
+                break
+    return served["timestamp"], cpu
+
+
+def _peaks_jumps(models: dict, cpu: dict, capacity: dict, request_m: int) -> dict[str, float]:
+    """The jump Peaks predicts on each node, written here from the plugin's formula (independent of
+    the collection's code): k1 (e^(k2 p) - e^(k2 x)), p = x + 100 r / C with C the node's capacity."""
+    jumps = {}
+    for node, x in cpu.items():
+        if node in models and node in capacity:
+            p = x + 100.0 * request_m / capacity[node]
+            k1, k2 = models[node]["k1"], models[node]["k2"]
+            jumps[node] = k1 * (math.exp(k2 * p) - math.exp(k2 * x))
+    return jumps
+
+
+def test_peaks_places_a_pod_where_the_published_model_predicts_the_smallest_jump(site, api, lab):
+    """Issue 18 item 9: the site deployed the scheduler-plugins kube-scheduler (Peaks) and
+    load-watcher, both lab processes built from their Go modules (the converge's re-run and check
+    run changed nothing), fed by the ConfigMap the power models play published after the load
+    sweep; a pod with schedulerName Peaks is bound by that scheduler to the worker whose published
+    model predicts the smallest jump at the utilisation load-watcher serves."""
+    from kubernetes.client.rest import ApiException
+
+    core, apps = api["core"], api["apps"]
+    workloads = [apps.read_namespaced_deployment(name, "kube-system") for name in ("peaks", "peaks-load-watcher")]
+    ready, not_lab = _containers_run_by_the_lab(core, workloads)
+    assert not not_lab and len(ready) == 2, (ready, not_lab)
+
+    models = json.loads(core.read_namespaced_config_map("peaks-node-power-model", "kube-system").data["power_model"])
+    config = yaml.safe_load(
+        core.read_namespaced_config_map("peaks-config", "kube-system").data["scheduler-config.yaml"]
+    )
+    assert config["profiles"][0]["pluginConfig"][0]["args"]["NodePowerModel"] == models  # the published models
+    assert set(lab.worker_nodes) <= set(models), sorted(models)
+    capacity = {n.metadata.name: float(parse_quantity(n.status.capacity["cpu"])) * 1000 for n in core.list_node().items}
+
+    def watcher_serves_every_worker():
+        stamp, cpu = _watcher_cpu(lab, core)
+        return set(lab.worker_nodes) <= set(cpu) and (stamp, cpu)
+
+    wait_until(watcher_serves_every_worker, 90, "load-watcher to serve every worker's CPU")
+    rows, name = [], f"peaks-{uuid.uuid4().hex[:6]}"
+    for attempt in range(3):
+        before = _watcher_cpu(lab, core)
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"{name}-{attempt}", "namespace": "default"},
+            "spec": {
+                "schedulerName": "Peaks",
+                "containers": [
+                    {
+                        "name": "app",
+                        "image": "registry.k8s.io/pause:3.10",
+                        "resources": {"requests": {"cpu": f"{PEAKS_POD_CPU_M}m"}},
+                    }
+                ],
+            },
+        }
+        core.create_namespaced_pod("default", pod)
+        try:
+            node = wait_until(
+                lambda n=pod["metadata"]["name"]: core.read_namespaced_pod(n, "default").spec.node_name,
+                60,
+                "the Peaks scheduler to bind the pod",
+            )
+            events = core.list_namespaced_event(
+                "default", field_selector=f"involvedObject.name={pod['metadata']['name']},reason=Scheduled"
+            ).items
+        finally:
+            try:
+                core.delete_namespaced_pod(pod["metadata"]["name"], "default", grace_period_seconds=0)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+        after = _watcher_cpu(lab, core)
+        jumps = [_peaks_jumps(models, cpu, capacity, PEAKS_POD_CPU_M) for _stamp, cpu in (before, after)]
+        expected = {min(j, key=j.get) for j in jumps}
+        rows.append(
+            f"pod {attempt}: bound to {node} by {[e.reporting_component or e.source.component for e in events]}; "
+            + ", ".join(f"{n} x={before[1][n]:.1f} % jump {jumps[0][n]:.2f} W" for n in sorted(jumps[0]))
+        )
+        if len(expected) == 1:  # load-watcher's figures did not move the best node while Peaks decided
+            break
+    print("PROOF Peaks placement:\n  " + "\n  ".join(rows))
+    assert len(expected) == 1, rows
+    assert {e.reporting_component or e.source.component for e in events} == {"Peaks"}, rows
+    assert node == expected.pop(), rows
+    assert len({round(v, 3) for v in jumps[0].values()}) == len(jumps[0]), f"the workers' jumps tie: {rows}"
 
 
 DRIFT_TAGS = ["cpu_power", "nfd", "kube_state_metrics"]

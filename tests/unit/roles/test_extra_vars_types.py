@@ -50,6 +50,7 @@ ROLES = [
     "tas_policy",
     "power_demo",
     "descheduler",
+    "peaks",
     "appqos_certs",
 ]
 FILTER_OF_TYPE = {"bool": "bool", "int": "int", "float": "float"}
@@ -65,6 +66,13 @@ STUBS: dict[str, dict] = {
     "descheduler": {
         "_descheduler_plan": {"policy": {}, "image_tag": "v0.36.0", "reads_metrics": False, "errors": []},
         "_descheduler_policy_yaml": "kind: DeschedulerPolicy\n",
+    },
+    "peaks": {
+        "_peaks_plan": {"config": {"kind": "KubeSchedulerConfiguration"}, "nodes_without_model": [], "errors": []},
+        "_peaks_config_yaml": "kind: KubeSchedulerConfiguration\n",
+        "_peaks_load_watcher_image_reference": "registry.example/load-watcher:v0.2.4",
+        "_peaks_prometheus_url": "http://prometheus.monitoring.svc:9090",
+        "_common_api_server": {"egress": [], "ingress_from": [{"ipBlock": {"cidr": "10.0.0.1/32"}}], "errors": []},
     },
     "prometheus": {
         "_prometheus_config_checksum": "c0ffee",

@@ -1,0 +1,27 @@
+# Copyright: poweraware.k8s contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The poweraware.k8s.peaks_plan filter; documentation in peaks_plan.yml beside this file."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.poweraware.k8s.plugins.module_utils._peaks import plan
+
+
+def peaks_plan(configmaps, key, scheduler_name, watcher_address, nodes=None, where="ConfigMap"):
+    """The Peaks scheduler's configuration from the published models (see ``_peaks.plan``)."""
+    if not isinstance(configmaps, list):
+        raise AnsibleFilterError(
+            f"peaks_plan: expected the resources list of a ConfigMap lookup (k8s_info), not {type(configmaps).__name__}"
+        )
+    names = [n.get("metadata", {}).get("name") if isinstance(n, dict) else n for n in (nodes or [])]
+    return plan(configmaps[0] if configmaps else None, str(key), scheduler_name, watcher_address, names, where)
+
+
+class FilterModule:
+    """The peaks role's decisions."""
+
+    def filters(self) -> dict[str, Callable]:
+        return {"peaks_plan": peaks_plan}

@@ -1,0 +1,174 @@
+# Copyright: poweraware.k8s contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Upstream Peaks as a second scheduler: its configuration, from the power models we publish.
+
+Pure logic, no Ansible imports, Python 3.9 compatible.
+
+Peaks (kubernetes-sigs/scheduler-plugins, ``pkg/trimaran/peaks``, KEP "PEAKS power-aware
+scheduling") is a Score plugin of the scheduler-plugins kube-scheduler. For a pod requesting ``r``
+millicores on a node of capacity ``C`` whose CPU utilisation is ``x`` percent (load-watcher's
+``avg_over_time(instance:node_cpu:ratio[15m]) * 100``), it predicts ``p = x + 100 r / C`` and scores
+``int64(1e15 * k1 * (exp(k2 p) - exp(k2 x)))`` with the node's model ``P(u) = k0 + k1 exp(k2 u)``;
+NormalizeScore maps the smallest jump to 100. What this module guards against, all read from the
+plugin's code at v0.33.5 (the same in v0.34.7):
+
+- The models must be in the profile's ``pluginConfig``: ``initNodePowerModels`` decodes the file
+  that ``NODE_POWER_MODEL`` names into a local copy of the map and drops it, so a scheduler started
+  with only the ConfigMap file scores every node 0 and places pods at random. The role therefore
+  copies the published ConfigMap into the configuration (and rolls the scheduler when it changes).
+- The argument keys are ``WatcherAddress`` and ``NodePowerModel``, capitalised: the struct tags of
+  ``PeaksArgs`` are malformed, so the field names are the JSON keys (as upstream's
+  ``scheduler-config.yaml`` writes them), and the scheduler's strict decoding refuses any other case.
+- A node without a model scores a jump of 0 W, and a node load-watcher has no metrics for scores the
+  minimum raw score; after normalisation both look like the *best* node. Every node without a model
+  is therefore listed (the role reports them), and the node's name must be the name load-watcher
+  reports (the ``instance`` label of ``instance:node_cpu:ratio``, the Kubernetes node name).
+- ``int64(float)`` of a jump beyond about 9,223 W overflows (Go gives an undefined value): a model
+  whose jump from 0 to 100 % exceeds that is refused.
+- Two schedulers answering the same ``schedulerName`` race for the same pods: ``default-scheduler``
+  is refused.
+
+load-watcher serves on port 2020, fixed in its code (``pkg/watcher/watcher.go``), at ``/watcher``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+__all__ = ["API_VERSION", "WATCHER_PORT", "MAX_JUMP_W", "parse_models", "scheduler_configuration", "plan"]
+
+API_VERSION = "kubescheduler.config.k8s.io/v1"
+WATCHER_PORT = 2020
+# int64 holds 9.22e18; Peaks multiplies watts by 1e15
+MAX_JUMP_W = 9223.0
+PLUGIN = "Peaks"
+COEFFICIENTS = ("k0", "k1", "k2")
+_URL = re.compile(r"^https?://[^\s/:]+(:\d{1,5})?(/\S*)?$")
+
+
+def _number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def parse_models(text, where):
+    """``({node: {k0, k1, k2}}, errors)`` from the JSON the power_models role publishes."""
+    try:
+        models = json.loads(text)
+    except ValueError as err:
+        return {}, [f"{where}: not JSON ({err}): publish it again with the power_models role"]
+    if not isinstance(models, dict):
+        return {}, [f"{where}: expected a JSON object of node name -> {{k0, k1, k2}}, got {type(models).__name__}"]
+    if not models:
+        return {}, [
+            f"{where}: no node has a Peaks model: without models Peaks scores every node alike; fit them "
+            "first (the power_models role with power_models_peaks_configmap_enabled)"
+        ]
+    errors = []
+    parsed = {}
+    for node in sorted(models):
+        model = models[node]
+        if not isinstance(model, dict):
+            errors.append(f"{where}: node {node!r}: expected {{k0, k1, k2}}, got {model!r}")
+            continue
+        missing = [k for k in COEFFICIENTS if k not in model]
+        extra = sorted(set(model) - set(COEFFICIENTS))
+        bad = [f"{k}={model[k]!r}" for k in COEFFICIENTS if k in model and not _number(model[k])]
+        if missing or extra or bad:
+            problems = []
+            if missing:
+                problems.append(f"missing {', '.join(missing)}")
+            if extra:
+                # Peaks decodes its models with DisallowUnknownFields
+                problems.append(f"unknown {', '.join(extra)}")
+            if bad:
+                problems.append(f"not finite numbers: {', '.join(bad)} (Peaks reads float64)")
+            errors.append(f"{where}: node {node!r}: {'; '.join(problems)}")
+            continue
+        k1, k2 = float(model["k1"]), float(model["k2"])
+        try:
+            span = abs(k1 * (math.exp(k2 * 100.0) - 1.0))
+        except OverflowError:
+            span = math.inf
+        if span > MAX_JUMP_W:
+            errors.append(
+                f"{where}: node {node!r}: the model's jump from 0 to 100 % is {span:.4g} W, beyond the "
+                f"{MAX_JUMP_W:.0f} W Peaks can score (it multiplies watts by 1e15 into an int64): refit it"
+            )
+            continue
+        parsed[node] = {k: float(model[k]) for k in COEFFICIENTS}
+    return parsed, errors
+
+
+def scheduler_configuration(models, scheduler_name, watcher_address):
+    """The KubeSchedulerConfiguration: one profile whose only Score plugin is Peaks.
+
+    The filters stay kube-scheduler's defaults (a pod only lands where it fits). Upstream's profile
+    disables every other preScore and score plugin so that the power jump alone ranks the feasible
+    nodes. One replica without leader election (upstream's deployment): the role's Deployment
+    recreates, never overlaps, its pod.
+    """
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "KubeSchedulerConfiguration",
+        "leaderElection": {"leaderElect": False},
+        "profiles": [
+            {
+                "schedulerName": scheduler_name,
+                "plugins": {
+                    "preScore": {"disabled": [{"name": "*"}]},
+                    "score": {"enabled": [{"name": PLUGIN}], "disabled": [{"name": "*"}]},
+                },
+                "pluginConfig": [
+                    {
+                        "name": PLUGIN,
+                        "args": {
+                            "WatcherAddress": watcher_address,
+                            "NodePowerModel": {node: dict(models[node]) for node in sorted(models)},
+                        },
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def plan(configmap, key, scheduler_name, watcher_address, nodes=None, where="ConfigMap"):
+    """What the peaks role applies: ``{config, models, nodes_without_model, errors}``.
+
+    ``configmap``: the published ConfigMap (a mapping with ``data``) or None when it does not exist;
+    ``key``: its data key; ``nodes``: the cluster's node names, to report those without a model.
+    """
+    errors = []
+    if not isinstance(scheduler_name, str) or not scheduler_name.strip():
+        errors.append("peaks_scheduler_name: empty: pods opt in with this schedulerName; upstream's is Peaks")
+    elif scheduler_name == "default-scheduler":
+        errors.append(
+            "peaks_scheduler_name: default-scheduler is the cluster's kube-scheduler: two schedulers would race "
+            "for every pod; choose another name (upstream's is Peaks)"
+        )
+    if not isinstance(watcher_address, str) or not _URL.match(watcher_address):
+        errors.append(
+            f"load-watcher address {watcher_address!r}: expected http(s)://host:port, for example "
+            f"http://load-watcher.kube-system.svc:{WATCHER_PORT}"
+        )
+    models = {}
+    if configmap is None:
+        errors.append(
+            f"{where}: not found: the power_models role publishes it (power_models_peaks_configmap_enabled); "
+            "run the power models first, or point peaks_models_configmap at your own"
+        )
+    else:
+        data = (configmap or {}).get("data") or {}
+        if key not in data:
+            errors.append(
+                f"{where}: has no key {key!r} (keys: {', '.join(sorted(data)) or 'none'}): "
+                "set peaks_models_configmap_key"
+            )
+        else:
+            models, model_errors = parse_models(data[key], f"{where} key {key}")
+            errors += model_errors
+    without = sorted(set(nodes or ()) - set(models))
+    config = scheduler_configuration(models, scheduler_name, watcher_address) if not errors else {}
+    return {"config": config, "models": models, "nodes_without_model": without, "errors": errors}

@@ -1,0 +1,144 @@
+"""The peaks role's decisions: the scheduler configuration upstream Peaks reads, from the published
+models, and what would make Peaks misplace pods refused before anything is applied.
+
+The facts come from scheduler-plugins v0.33.5 (pkg/trimaran/peaks/peaks.go, apis/config/v1/types.go);
+that the real scheduler-plugins kube-scheduler loads the configuration and places by it is shown in
+the lab (tests/integration/test_peaks.py).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import yaml
+from ansible_collections.poweraware.k8s.plugins.filter.peaks_plan import peaks_plan
+from ansible_collections.poweraware.k8s.plugins.module_utils import _peaks
+
+WATCHER = "http://peaks-load-watcher.kube-system.svc:2020"
+MODELS = {"worker-2": {"k0": 60.0, "k1": 12.5, "k2": 0.021}, "worker-1": {"k0": 40.0, "k1": 8.0, "k2": 0.03}}
+
+
+def configmap(models, key="power_model"):
+    return {"metadata": {"name": "peaks-node-power-model"}, "data": {key: json.dumps(models)}}
+
+
+def test_one_profile_with_peaks_the_only_score_plugin_and_the_models_in_its_args():
+    result = _peaks.plan(configmap(MODELS), "power_model", "Peaks", WATCHER, ["worker-1", "worker-2"])
+    assert result["errors"] == []
+    config = result["config"]
+    assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
+    assert config["kind"] == "KubeSchedulerConfiguration"
+    assert config["leaderElection"] == {"leaderElect": False}
+    (profile,) = config["profiles"]
+    assert profile["schedulerName"] == "Peaks"
+    assert profile["plugins"]["score"] == {"enabled": [{"name": "Peaks"}], "disabled": [{"name": "*"}]}
+    assert profile["plugins"]["preScore"] == {"disabled": [{"name": "*"}]}
+    assert "filter" not in profile["plugins"]  # kube-scheduler's filters decide where a pod fits
+    (plugin,) = profile["pluginConfig"]
+    assert plugin["name"] == "Peaks"
+    # PeaksArgs' malformed struct tags make the Go field names the keys: capitalised, exactly
+    assert set(plugin["args"]) == {"WatcherAddress", "NodePowerModel"}
+    assert plugin["args"]["WatcherAddress"] == WATCHER
+    assert plugin["args"]["NodePowerModel"] == MODELS
+    assert list(plugin["args"]["NodePowerModel"]) == ["worker-1", "worker-2"]  # sorted: same bytes each run
+    assert result["nodes_without_model"] == []
+    # what the ConfigMap holds survives a YAML round trip unchanged
+    assert yaml.safe_load(yaml.safe_dump(config)) == config
+
+
+def test_nodes_without_a_model_are_named():
+    result = _peaks.plan(configmap(MODELS), "power_model", "Peaks", WATCHER, ["cp", "worker-1", "worker-2", "worker-3"])
+    assert result["errors"] == []
+    assert result["nodes_without_model"] == ["cp", "worker-3"]
+
+
+def test_integers_are_numbers_and_come_out_as_floats():
+    result = _peaks.plan(configmap({"n": {"k0": 50, "k1": 2, "k2": 0}}), "power_model", "Peaks", WATCHER)
+    assert result["errors"] == []
+    assert result["models"] == {"n": {"k0": 50.0, "k1": 2.0, "k2": 0.0}}
+    assert all(isinstance(v, float) for v in result["models"]["n"].values())
+
+
+@pytest.mark.parametrize(
+    ("configmaps", "expected"),
+    [
+        (None, "ConfigMap kube-system/m: not found: the power_models role publishes it"),
+        ({"data": {}}, "has no key 'power_model' (keys: none): set peaks_models_configmap_key"),
+        ({"data": {"other": "{}"}}, "(keys: other)"),
+        ({"data": {"power_model": "{"}}, "not JSON"),
+        ({"data": {"power_model": "[]"}}, "expected a JSON object of node name -> {k0, k1, k2}, got list"),
+        ({"data": {"power_model": "{}"}}, "no node has a Peaks model: without models Peaks scores every node alike"),
+    ],
+)
+def test_a_missing_or_unreadable_configmap_is_refused(configmaps, expected):
+    result = _peaks.plan(configmaps, "power_model", "Peaks", WATCHER, where="ConfigMap kube-system/m")
+    assert result["config"] == {}
+    assert any(expected in e for e in result["errors"]), result["errors"]
+
+
+def test_every_bad_model_is_named_at_once():
+    models = {
+        "a": {"k0": 1.0, "k1": 1.0},  # k2 missing
+        "b": {"k0": 1.0, "k1": 1.0, "k2": 0.01, "k3": 1},  # unknown field: Peaks disallows them
+        "c": {"k0": "<replace with node 1 k0>", "k1": True, "k2": float("nan")},  # upstream's sample's strings
+        "d": [1, 2, 3],
+        "ok": {"k0": 1.0, "k1": 1.0, "k2": 0.01},
+    }
+    result = _peaks.plan(configmap(models), "power_model", "Peaks", WATCHER)
+    assert result["config"] == {}
+    errors = result["errors"]
+    assert len(errors) == 4, errors
+    assert "node 'a': missing k2" in errors[0]
+    assert "node 'b': unknown k3" in errors[1]
+    assert "node 'c': not finite numbers: k0='<replace with node 1 k0>', k1=True, k2=nan" in errors[2]
+    assert errors[2].endswith("(Peaks reads float64)")
+    assert "node 'd': expected {k0, k1, k2}" in errors[3]
+
+
+def test_a_jump_peaks_cannot_hold_in_an_int64_is_refused_at_the_boundary():
+    # |k1 (e^(100 k2) - 1)|: the most a pod can add, from 0 to 100 %
+    k2 = 0.05
+    limit_k1 = _peaks.MAX_JUMP_W / (math.exp(100 * k2) - 1)
+    fits = _peaks.plan(configmap({"n": {"k0": 0.0, "k1": limit_k1 * 0.999, "k2": k2}}), "power_model", "Peaks", WATCHER)
+    assert fits["errors"] == []
+    over = _peaks.plan(configmap({"n": {"k0": 0.0, "k1": limit_k1 * 1.001, "k2": k2}}), "power_model", "Peaks", WATCHER)
+    assert len(over["errors"]) == 1 and "beyond the 9223 W Peaks can score" in over["errors"][0]
+    # a negative slope counts by its size, and an exponent that overflows a float too
+    for model in ({"k0": 0.0, "k1": -limit_k1 * 1.001, "k2": k2}, {"k0": 0.0, "k1": 1.0, "k2": 100.0}):
+        assert _peaks.plan(configmap({"n": model}), "power_model", "Peaks", WATCHER)["errors"], model
+    # 1e15 W per watt times 9223 W is still an int64
+    assert _peaks.MAX_JUMP_W * 1e15 < 2**63
+
+
+@pytest.mark.parametrize(
+    ("name", "watcher", "expected"),
+    [
+        ("default-scheduler", WATCHER, "peaks_scheduler_name: default-scheduler is the cluster's kube-scheduler"),
+        ("", WATCHER, "peaks_scheduler_name: empty"),
+        (
+            "Peaks",
+            "peaks-load-watcher:2020",
+            "load-watcher address 'peaks-load-watcher:2020': expected http(s)://host:port",
+        ),
+    ],
+)
+def test_the_name_and_the_address_are_checked(name, watcher, expected):
+    result = _peaks.plan(configmap(MODELS), "power_model", name, watcher)
+    assert result["config"] == {}
+    assert [e for e in result["errors"] if expected in e], result["errors"]
+
+
+def test_all_problems_at_once():
+    result = _peaks.plan(None, "power_model", "default-scheduler", "nope")
+    assert len(result["errors"]) == 3
+
+
+def test_the_filter_takes_a_lookup_and_node_objects():
+    nodes = [{"metadata": {"name": "worker-1"}}, {"metadata": {"name": "worker-9"}}]
+    result = peaks_plan([configmap(MODELS)], "power_model", "Peaks", WATCHER, nodes)
+    assert result["errors"] == [] and result["nodes_without_model"] == ["worker-9"]
+    assert peaks_plan([], "power_model", "Peaks", WATCHER)["errors"][0].startswith("ConfigMap: not found")
+    with pytest.raises(Exception, match="expected the resources list of a ConfigMap lookup"):
+        peaks_plan({"data": {}}, "power_model", "Peaks", WATCHER)
