@@ -37,6 +37,8 @@ import json
 import math
 import re
 
+from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import _finite_number
+
 __all__ = ["API_VERSION", "WATCHER_PORT", "MAX_JUMP_W", "parse_models", "scheduler_configuration", "plan"]
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
@@ -46,10 +48,6 @@ MAX_JUMP_W = 9223.0
 PLUGIN = "Peaks"
 COEFFICIENTS = ("k0", "k1", "k2")
 _URL = re.compile(r"^https?://[^\s/:]+(:\d{1,5})?(/\S*)?$")
-
-
-def _number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def parse_models(text, where):
@@ -74,7 +72,7 @@ def parse_models(text, where):
             continue
         missing = [k for k in COEFFICIENTS if k not in model]
         extra = sorted(set(model) - set(COEFFICIENTS))
-        bad = [f"{k}={model[k]!r}" for k in COEFFICIENTS if k in model and not _number(model[k])]
+        bad = [f"{k}={model[k]!r}" for k in COEFFICIENTS if k in model and not _finite_number(model[k])]
         if missing or extra or bad:
             problems = []
             if missing:
