@@ -20,9 +20,10 @@ clock, so such a value is checked for form only by community.crypto and skipped 
 
 from __future__ import annotations
 
+import datetime
 import re
 
-__all__ = ["lifetime_errors", "relative_seconds"]
+__all__ = ["lifetime_errors", "relative_seconds", "renewal_due"]
 
 _UNITS = (("w", 7 * 86400), ("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
 _RELATIVE = re.compile(r"^\+(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
@@ -100,3 +101,21 @@ def lifetime_errors(values):
                 f"make {window} shorter than {lifetime}"
             )
     return errors
+
+
+def renewal_due(not_before, not_after, renew_before, now):
+    """Whether a certificate valid from ``not_before`` to ``not_after`` must be re-issued now.
+
+    community.crypto's ``valid_at`` rule, decided on the controller: the certificate must still be
+    valid at ``renew_before`` (a relative time from ``now``, ``+30d``, or an absolute ASN.1 time,
+    ``20301231235959Z``), bounds included. All datetimes are timezone-aware (UTC). Raises
+    ValueError for a ``renew_before`` that is neither.
+    """
+    seconds = relative_seconds(renew_before)
+    if seconds is None:
+        moment = datetime.datetime.strptime(str(renew_before).strip(), "%Y%m%d%H%M%SZ").replace(
+            tzinfo=datetime.timezone.utc
+        )
+    else:
+        moment = now + datetime.timedelta(seconds=seconds)
+    return not (not_before <= moment <= not_after)

@@ -305,13 +305,31 @@ def pytest_collection_modifyitems(items):
     )
 
 
+def release_standalone_tests() -> None:
+    """Let scripts/integration.py start the standalone group: the CPU-bound start of the lab group
+    (the fresh dry run, the site converge) is over. Nothing when pytest runs on its own."""
+    path = os.environ.get("POWERAWARE_STANDALONE_RELEASE")
+    if path:
+        pathlib.Path(path).touch()
+
+
+def pytest_runtest_setup(item):
+    # A test after the early modules (the site converge did not run, -k): nothing CPU-bound is left.
+    name = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+    if item.get_closest_marker("fresh_lab") is None and name not in EARLY_MODULES:
+        release_standalone_tests()
+
+
 @pytest.fixture(scope="session")
 def site(lab, tmp_path_factory):
     """site.yml converged, re-run and checked once per session (site_run.py): test_site.py checks the
     runs, test_cluster_stack.py and test_telemetry_roles.py their components on the same converge."""
     from site_run import converge_site
 
-    return converge_site(lab, tmp_path_factory)
+    try:
+        return converge_site(lab, tmp_path_factory)
+    finally:
+        release_standalone_tests()
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,7 @@ import sys
 import time
 
 from ansible_run import REPO_ROOT, run_playbook
+from cluster_snapshot import snapshot
 
 SITE = REPO_ROOT / "site.yml"
 IMPORTED = [
@@ -80,11 +81,14 @@ def converge_site(lab, tmp_path_factory):
     timed("converge")
     # The re-run and the check-mode run start together on the converged cluster: each must change
     # nothing (a run that did would fail its own test, whatever the other saw), and a playbook run
-    # mostly waits on round trips, so the two take little longer than one.
+    # mostly waits on round trips, so the two take little longer than one. "Nothing" is judged by
+    # the cluster and the nodes too (cluster_snapshot.py), not by the recaps alone.
+    snapshot_before = snapshot(lab)
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         futures = [pool.submit(timed, "rerun"), pool.submit(timed, "check", check=True, diff=True)]
         for future in futures:
             future.result()
+    runs["snapshot"] = (snapshot_before, snapshot(lab))
     timings = {
         "converge_s": round(seconds["converge"], 1),
         "rerun_s": round(seconds["rerun"], 1),

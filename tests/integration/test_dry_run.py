@@ -8,84 +8,17 @@ every node's files, its writable CPU sysfs attributes and every API object are t
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import pathlib
 import re
 
 import pytest
 from ansible_run import run_playbook
+from cluster_snapshot import api_objects, node_files, static_pods
 from conftest import REPO_ROOT
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.fresh_lab]
 
 OUTPUT = REPO_ROOT / "tests" / "output" / "dry_run.json"
-# Written by processes of their own while the test runs (logs, kubelet's pod state), or by Ansible
-# itself to reach the node (its remote temporary files): not what a playbook run manages.
-# The lab kubelet's status file carries a timestamp and readiness: compared by what it runs instead.
-KUBELET_STATUS = "var/lib/kubelet/lab-static-pods.json"
-VOLATILE = ("var/log", "var/lib/kubelet/pods", ".ansible", KUBELET_STATUS)
-# Objects whose status or heartbeats move by themselves: compared by identity, not by version.
-MOVING_KINDS = {"Event", "Lease", "Node", "Pod", "Endpoints", "EndpointSlice"}
-
-
-def node_files(lab) -> dict[str, str]:
-    """Every node's disk and writable sysfs attributes: (node, path) -> hash of mode, owner and content."""
-    files = {}
-    for node in [lab.control_plane_node, *lab.worker_nodes]:
-        for root in (lab.node_disk(node), lab.node_sysfs(node)):
-            for dirpath, dirnames, filenames in os.walk(root):
-                rel_dir = os.path.relpath(dirpath, root)
-                dirnames[:] = sorted(d for d in dirnames if not any(v in os.path.join(rel_dir, d) for v in VOLATILE))
-                for name in [*filenames, *dirnames]:
-                    path = os.path.join(dirpath, name)
-                    if any(v in os.path.relpath(path, root) for v in VOLATILE):
-                        continue
-                    try:
-                        info = os.lstat(path)
-                        if root == lab.node_sysfs(node) and not info.st_mode & 0o200:
-                            continue  # read-only counters move by themselves
-                        if os.path.islink(path):
-                            data = os.readlink(path).encode()
-                        elif os.path.isfile(path):
-                            data = pathlib.Path(path).read_bytes()
-                        else:
-                            data = b""
-                    except FileNotFoundError:
-                        # gone between the listing and the read: a temporary file a process of the lab
-                        # renames over its target (the power meter's .energy_uj.new), never a result
-                        continue
-                    head = f"{info.st_mode} {info.st_uid}:{info.st_gid}\n".encode()
-                    files[f"{node}:{os.path.relpath(path, root)}"] = hashlib.sha256(head + data).hexdigest()
-    return files
-
-
-def api_objects(lab) -> set[tuple]:
-    """Every object of every listable API resource: kind, namespace, name, uid, and (for objects
-    that do not move by themselves) resourceVersion."""
-    from kubernetes import dynamic
-
-    client = dynamic.DynamicClient(lab.apis()["core"].api_client)
-    objects = set()
-    for resource in client.resources.search():
-        if "list" not in (resource.verbs or []) or "/" in resource.name or resource.kind.endswith("List"):
-            continue
-        try:
-            items = resource.get().items
-        except Exception:  # noqa: BLE001, S112 - aggregated APIs that are not served (the lab's adapter)
-            continue
-        for item in items:
-            meta = item.metadata
-            version = "" if resource.kind in MOVING_KINDS else meta.resourceVersion
-            objects.add((resource.group_version, resource.kind, meta.namespace or "", meta.name, meta.uid, version))
-    return objects
-
-
-def static_pods(lab) -> dict[str, tuple]:
-    """What the control-plane node's kubelet runs: manifest hash and pids per static pod."""
-    status = json.loads((lab.node_disk(lab.control_plane_node) / KUBELET_STATUS).read_text())
-    return {name: (pod["sha256"], tuple(pod["pids"])) for name, pod in status["pods"].items()}
 
 
 def leftover_clients(lab) -> dict[str, str]:

@@ -23,6 +23,7 @@ import uuid
 import pytest
 import yaml
 from ansible_run import FAST_SCHEDULER_EXTENDER, REPO_ROOT
+from cluster_snapshot import differences
 from kubernetes.utils import parse_quantity
 from poweraware_testing import documented_images, wait_until
 from site_run import run_site
@@ -50,14 +51,34 @@ def test_controller_untouched(site):
     assert before == after
 
 
-def test_second_run_changes_nothing(site):
+def test_second_run_changes_nothing(site, lab):
     result = site["rerun"]
     assert result.rc == 0 and result.changed == 0, result
+    _assert_cluster_and_nodes_unchanged(site, lab)
 
 
-def test_check_mode_changes_nothing(site):
+def test_check_mode_changes_nothing(site, lab):
     result = site["check"]
     assert result.rc == 0 and result.changed == 0, result
+    _assert_cluster_and_nodes_unchanged(site, lab)
+
+
+def _assert_cluster_and_nodes_unchanged(site, lab):
+    """The re-run and the check run (side by side) left every node's files and writable CPU
+    attributes, the static pods, every object's identity and every managedFields entry of the
+    collection's field managers as the converge left them (cluster_snapshot.py): a recap that says
+    changed=0 while a task rewrote a file or re-applied an object would not pass."""
+    before, after = site["snapshot"]
+    print(
+        f"PROOF snapshot: {len(before['files'])} node files, {len(before['objects'])} objects, "
+        f"{len(before['ours'])} managedFields entries of ours, {len(before['static_pods'])} static pods"
+    )
+    assert differences(before, after) == {}
+    # the snapshot sees what the converge wrote: our field manager on every component and on the
+    # workers' power models
+    kinds = {(entry[1], entry[3]) for entry in before["ours"]}
+    assert {("Node", worker) for worker in lab.worker_nodes} <= kinds, sorted(kinds)
+    assert {("Deployment", "telemetry-aware-scheduling"), ("DaemonSet", "nfd-worker")} <= kinds, sorted(kinds)
 
 
 def test_every_workload_accepted_and_ready(site, api, lab):

@@ -78,6 +78,7 @@ def test_the_standalone_modules_are_the_ones_that_bring_their_own_hosts():
         "test_collection_build.py",
         "test_node_power.py",
         "test_prometheus_rules.py",
+        "test_scheduler_config_versions.py",
     ]
 
 
@@ -95,3 +96,54 @@ def test_standalone_modules_use_none_of_the_labs_fixtures():
                 used = {a.arg for a in node.args.args} & (LAB_FIXTURES - own)
                 offenders += [f"{name}: fixture {node.name} uses {sorted(used)}"] if used else []
     assert not offenders, offenders
+
+
+class _Process:
+    """A stand-in for the lab group's Popen: running until ``ends`` polls have passed."""
+
+    def __init__(self, ends: int | None):
+        self.ends, self.polls = ends, 0
+
+    def poll(self):
+        self.polls += 1
+        return 0 if self.ends is not None and self.polls > self.ends else None
+
+
+def test_standalone_group_waits_for_the_release_file(tmp_path):
+    runner = _runner()
+    release = tmp_path / "release"
+    lab = _Process(ends=None)
+    seen = []
+
+    def sleep(_s):
+        seen.append(lab.polls)
+        if len(seen) == 3:
+            release.touch()  # the lab group's conftest, after the site converge
+
+    runner.time.sleep, original = sleep, runner.time.sleep
+    try:
+        runner.wait_for_release(lab, release, poll_s=0)
+    finally:
+        runner.time.sleep = original
+    assert seen == [1, 2, 3] and lab.polls == 4  # waited while neither happened, and no longer
+
+
+def test_standalone_group_starts_when_the_lab_group_ends_without_a_release(tmp_path):
+    runner = _runner()
+    lab = _Process(ends=2)
+    runner.wait_for_release(lab, tmp_path / "never", poll_s=0)
+    assert lab.polls == 3
+
+
+def test_the_lab_group_releases_after_the_site_converge_or_at_its_first_late_test():
+    conftest = (INTEGRATION / "conftest.py").read_text()
+    runner = (REPO_ROOT / "scripts" / "integration.py").read_text()
+    assert f'"{_runner().RELEASE_ENV}"' in conftest and "RELEASE_ENV" in runner
+    tree = ast.parse(conftest)
+    site = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "site")
+    hook = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "pytest_runtest_setup")
+    # in a finally: a failed converge releases them too
+    assert any(
+        isinstance(n, ast.Try) and "release_standalone_tests()" in ast.unparse(n.finalbody) for n in ast.walk(site)
+    )
+    assert "release_standalone_tests()" in ast.unparse(hook) and "EARLY_MODULES" in ast.unparse(hook)
