@@ -96,6 +96,9 @@ class GoBuild:
         return module_version(self.module_dir / "go.mod", self.module)
 
 
+# Where Kubernetes' release build stamps its version (hack/lib/version.sh).
+KUBERNETES_VERSION_PACKAGES = ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
+
 COMPONENTS = (
     GoBuild(
         name="kubernetes",
@@ -107,7 +110,7 @@ COMPONENTS = (
             "k8s.io/kubernetes/cmd/kubectl",
         ),
         binaries=("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"),
-        version_packages=("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"),
+        version_packages=KUBERNETES_VERSION_PACKAGES,
     ),
     GoBuild(
         name="etcd",
@@ -211,6 +214,22 @@ COMPONENTS = (
         binaries=("load-watcher",),
         output_name="load-watcher",
     ),
+)
+
+
+# Older kube-schedulers, one per kubescheduler.config.k8s.io version the lab's release no longer serves,
+# that load the extender module's configurations in that version (tests/integration/
+# test_scheduler_config_versions.py): v1beta1 (1.19 - 1.21), v1beta2 (1.22), v1beta3 (1.23, 1.24).
+# Not lab binaries: `scheduler_release` builds one on first use, never at lab start.
+SCHEDULER_RELEASES = tuple(
+    GoBuild(
+        name=f"kube-scheduler-v{minor}",
+        module="k8s.io/kubernetes",
+        packages=("k8s.io/kubernetes/cmd/kube-scheduler",),
+        binaries=("kube-scheduler",),
+        version_packages=KUBERNETES_VERSION_PACKAGES,
+    )
+    for minor in ("1.21", "1.22", "1.24")
 )
 
 
@@ -347,6 +366,39 @@ def resolve_binaries(build: bool = True, log=print) -> dict[str, pathlib.Path]:
         for name in component.binaries:
             paths[name] = cached_bin_dir(component) / name
     return paths
+
+
+def ensure_built(component: GoBuild, log=print) -> pathlib.Path:
+    """The component's cache directory (bin/), built first, under the per-user build lock, unless the
+    cache holds the current recipe's build. For binaries the lab does not start (resolve_binaries)."""
+    if not cached_build_current(component):
+        cache_root().mkdir(parents=True, exist_ok=True)
+        with open(cache_root() / ".build.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not cached_build_current(component):
+                go = find_go()
+                if go is None:
+                    raise AssetsError(
+                        f"{component.name} {component.version} is not built and no Go toolchain was found (looked "
+                        f"in PATH and {', '.join(GO_FALLBACKS)}); install Go >= 1.26 to build it into {cache_root()}"
+                    )
+                build_component(component, go, log=log)
+    return cached_bin_dir(component)
+
+
+def scheduler_release(name: str, log=print) -> pathlib.Path:
+    """The kube-scheduler of a release: ``"lab"`` for the lab's own (from POWERAWARE_K8S_ASSETS or
+    KUBEBUILDER_ASSETS when set, like the lab), or one of SCHEDULER_RELEASES by name
+    (``kube-scheduler-v1.21``); built on first use, without starting the lab."""
+    if name == "lab":
+        assets = assets_dir_from_env()
+        if assets is not None:
+            return assets / "kube-scheduler"
+        return ensure_built(COMPONENTS[0], log=log) / "kube-scheduler"
+    component = next((c for c in SCHEDULER_RELEASES if c.name == name), None)
+    if component is None:
+        raise AssetsError(f"no kube-scheduler release {name!r}: known {', '.join(c.name for c in SCHEDULER_RELEASES)}")
+    return ensure_built(component, log=log) / "kube-scheduler"
 
 
 def link_bin_dir(binaries: dict[str, pathlib.Path], bin_dir: pathlib.Path) -> pathlib.Path:
