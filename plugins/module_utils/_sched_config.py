@@ -267,13 +267,30 @@ def entries_equal(a, b):
     return _norm_entry(a) == _norm_entry(b)
 
 
-def new_config(api_version, entries, kubeconfig=None):
-    """A fresh KubeSchedulerConfiguration holding only our extenders (and the client kubeconfig)."""
+# kube-scheduler 1.19 - 1.22 still serves healthz and metrics over plain HTTP, and takes their
+# address from the file once --config is given: --port=0 (kubeadm's way to turn that port off) is
+# then ignored and the defaults open 0.0.0.0:10251 (kubernetes/kubernetes issue 109900; 1.23 removed
+# insecure serving). Those releases refuse port 0 and default "" back to 0.0.0.0:10251, so a
+# configuration created for a manifest that turned the port off binds it to loopback, where kubeadm's
+# --bind-address=127.0.0.1 puts the secure port (kube-scheduler 1.21 and 1.22 checked:
+# test_scheduler_config_versions.py). 1.23+ refuse any port but 0 there: the file is for 1.19 - 1.22.
+LOOPBACK_INSECURE_ADDRESS = "127.0.0.1:10251"
+
+
+def new_config(api_version, entries, kubeconfig=None, insecure_loopback=False):
+    """A fresh KubeSchedulerConfiguration holding only our extenders (and the client kubeconfig).
+
+    ``insecure_loopback``: a 1.19 - 1.22 manifest passes --port=0, which the file would override
+    with 0.0.0.0:10251; the plain-HTTP port is bound to loopback instead.
+    """
     doc = {"apiVersion": api_version, "kind": KIND}
     if kubeconfig:
         # kube-scheduler before 1.23 ignores --kubeconfig when --config is given, so the
         # file must carry it (newer releases apply the flag on top; the value is the same).
         doc["clientConnection"] = {"kubeconfig": kubeconfig}
+    if insecure_loopback:
+        doc["healthzBindAddress"] = LOOPBACK_INSECURE_ADDRESS
+        doc["metricsBindAddress"] = LOOPBACK_INSECURE_ADDRESS
     doc["extenders"] = copy.deepcopy(list(entries))
     return doc
 

@@ -543,7 +543,15 @@ def plan_present(
         if policy:
             desired = sc.new_policy(entries)
         else:
-            desired = sc.new_config(api_version, entries, kubeconfig[0] if kubeconfig else None)
+            port = find_flag(container, "--port")
+            desired = sc.new_config(
+                api_version,
+                entries,
+                kubeconfig[0] if kubeconfig else None,
+                insecure_loopback=version[1] <= sv.LAST_INSECURE_SERVING_MINOR
+                and bool(port)
+                and port[0].strip() == "0",
+            )
         created, replaced = True, {}
     else:
         current = _load(current_text, file_path)

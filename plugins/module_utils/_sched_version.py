@@ -25,6 +25,7 @@ OLDEST_SUPPORTED_MINOR = 18
 FIRST_CONFIG_MINOR = 19  # the first release with a beta KubeSchedulerConfiguration (v1beta1)
 NEWEST_KNOWN_MINOR = 36
 LAST_POLICY_MINOR = 22
+LAST_INSECURE_SERVING_MINOR = 22  # the last release serving healthz/metrics over plain HTTP (port 10251)
 
 
 def _served_table():

@@ -133,3 +133,52 @@ def test_unquoted_yaml_float_gets_a_hint():
     # kubernetes_version: 1.30 (unquoted) reaches the module as "1.3"
     with pytest.raises(sv.ConfigError, match=r"Kubernetes 1\.3 is not supported \(an unquoted 1\.30 in YAML"):
         sv.select_api_version((1, 3, None))
+
+
+# kube-scheduler 1.19 - 1.22 ignores kubeadm's --port=0 once --config is given and opens its
+# plain-HTTP port on 0.0.0.0:10251 from the file's defaults (kubernetes/kubernetes#109900): a file
+# the module creates for such a manifest binds that port to loopback. The real schedulers' view of
+# the same files is tests/integration/test_scheduler_config_versions.py.
+@pytest.mark.parametrize(
+    ("minor", "port_flag", "bound"),
+    [
+        (19, "--port=0", True),
+        (21, "--port=0", True),
+        (22, "--port=0", True),
+        (21, None, False),  # the user kept the plain-HTTP port open: kube-scheduler's default stays
+        (21, "--port=10251", False),
+        (23, "--port=0", False),  # 1.23 serves nothing over plain HTTP and refuses any port but 0 there
+        (36, None, False),
+    ],
+)
+def test_created_config_binds_the_plain_http_port_to_loopback_where_the_manifest_turned_it_off(minor, port_flag, bound):
+    import yaml
+    from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_manifest as ms
+    from cases import CONFIG_PATH, MANIFEST_PATH, POLICY_PATH, TAS_EXTENDER, typed
+
+    command = ["kube-scheduler", "--kubeconfig=/etc/kubernetes/scheduler.conf", *([port_flag] if port_flag else [])]
+    manifest = yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "kube-scheduler", "namespace": "kube-system"},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "kube-scheduler",
+                        "image": f"registry.k8s.io/kube-scheduler:v1.{minor}.0",
+                        "command": command,
+                        "volumeMounts": [{"name": "k8s", "mountPath": "/etc/kubernetes"}],
+                    }
+                ],
+                "volumes": [{"name": "k8s", "hostPath": {"path": "/etc/kubernetes"}}],
+            },
+        }
+    )
+    extenders, errors = typed([TAS_EXTENDER])
+    assert not errors
+    result = ms.plan_present(manifest, MANIFEST_PATH, {}.get, extenders, CONFIG_PATH, POLICY_PATH)
+    written = yaml.safe_load(result.file_after)
+    held = {field: written.get(field) for field in ("healthzBindAddress", "metricsBindAddress")}
+    expected = sc.LOOPBACK_INSECURE_ADDRESS if bound else None
+    assert held == {"healthzBindAddress": expected, "metricsBindAddress": expected}, result.file_after
