@@ -23,14 +23,15 @@ from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_manif
 UNIT = pathlib.Path(__file__).resolve().parents[1] / "unit" / "scheduler_extender"
 if str(UNIT) not in sys.path:
     sys.path.insert(0, str(UNIT))
-from cases import CASES as GOLDEN_CASES  # noqa: E402, F401 - for test_scheduler_config_versions.py
-from cases import GOLDEN, LOOPBACK_EXTENDER, TAS_EXTENDER, USER_CONFIG_PATH  # noqa: E402
+
+from cases import CASES, GOLDEN, LOOPBACK_EXTENDER, TAS_EXTENDER, USER_CONFIG_PATH  # noqa: E402
 from poweraware_testing import tas_extender_config  # noqa: E402
 
 MANIFEST_PATH = "/etc/kubernetes/manifests/kube-scheduler.yaml"
 CONFIG_PATH = "/etc/kubernetes/scheduler-extender.yaml"
 POLICY_PATH = "/etc/kubernetes/scheduler-extender-policy.json"
 NODE_KUBECONFIG = "/etc/kubernetes/scheduler.conf"  # what kubeadm manifests pass; replaced by a local one
+GOLDEN_CASES = CASES  # the unit tests' golden cases, loaded by test_scheduler_config_versions.py
 
 BMRA_V1BETA3 = """\
 # written by hand, v1beta3 as BMRA-era playbooks did

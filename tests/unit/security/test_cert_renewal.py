@@ -80,6 +80,8 @@ def test_filter_reads_the_certificate_text():
     assert due(fresh.encode(), "+30d") is False
 
 
-@pytest.mark.parametrize("text", ["", "not a certificate", "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"])
+@pytest.mark.parametrize(
+    "text", ["", "not a certificate", "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"]
+)
 def test_unreadable_text_is_due(text):
     assert due(text, "+30d") is True
