@@ -75,10 +75,11 @@ integration: venv system-deps
 	$(BIN)/python scripts/integration.py $(PYTEST_ARGS)
 
 # lint, sanity and unit are independent and mostly single-threaded: side by side (each target's
-# output printed whole when it ends), then integration.
+# output printed whole when it ends), behind the integration tests: after the standalone tests, at
+# the lowest CPU priority, once the lab tests' CPU-bound start is over (scripts/integration.py).
+CHECKS = $(MAKE) --no-print-directory -j3 --output-sync=target lint sanity unit
 test: venv system-deps
-	$(MAKE) --no-print-directory -j3 --output-sync=target lint sanity unit
-	$(MAKE) --no-print-directory integration
+	$(BIN)/python scripts/integration.py --checks "$(CHECKS)" $(PYTEST_ARGS)
 
 bench: venv
 	@for b in $(sort $(wildcard benchmarks/[a-z]*.py)); do \

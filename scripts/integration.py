@@ -20,6 +20,7 @@ that is printed after the lab group's, so that each reads as one run.
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import pathlib
 import shutil
@@ -33,6 +34,7 @@ TESTS = "tests/integration"
 NO_TESTS_COLLECTED = 5
 STANDALONE_NICENESS = 19
 LOG = REPO_ROOT / "tests" / "output" / "integration-standalone.log"
+CHECKS_LOG = REPO_ROOT / "tests" / "output" / "checks.log"
 RELEASE_ENV = "POWERAWARE_STANDALONE_RELEASE"
 POLL_S = 1.0
 
@@ -58,7 +60,35 @@ def wait_for_release(lab, release: pathlib.Path, poll_s: float = POLL_S) -> None
         time.sleep(poll_s)
 
 
-def main(extra: list[str]) -> int:
+def background(extra, basetemp, checks, log, checks_log, times) -> dict[str, int]:
+    """The standalone tests, then the checks (``make test``'s lint, sanity and unit), one after the
+    other at the lowest CPU priority: what the lab tests leave of the machine after the converge."""
+    codes = {}
+    nice = ["nice", "-n", str(STANDALONE_NICENESS)]
+    times["standalone"] = time.monotonic()
+    codes["standalone"] = subprocess.call(
+        [*nice, *pytest_argv("standalone", extra, basetemp)], cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT
+    )
+    if checks:
+        times["checks"] = time.monotonic()
+        codes["checks"] = subprocess.call(
+            [*nice, "sh", "-c", checks], cwd=REPO_ROOT, stdout=checks_log, stderr=subprocess.STDOUT
+        )
+    times["background_end"] = time.monotonic()
+    return codes
+
+
+def parse(argv: list[str]) -> tuple[str | None, list[str]]:
+    """``[--checks COMMAND] [pytest arguments...]``."""
+    if argv[:1] == ["--checks"]:
+        if len(argv) < 2:
+            raise SystemExit("integration.py: --checks needs a command")
+        return argv[1], argv[2:]
+    return None, argv
+
+
+def main(argv: list[str]) -> int:
+    checks, extra = parse(argv)
     LOG.parent.mkdir(parents=True, exist_ok=True)
     # Its own base temporary directory: two pytests in the default one would prune each other's.
     basetemp = pathlib.Path(tempfile.mkdtemp(prefix="poweraware-standalone-"))
@@ -66,26 +96,17 @@ def main(extra: list[str]) -> int:
     release_dir = pathlib.Path(tempfile.mkdtemp(prefix="poweraware-release-"))
     release = release_dir / "release"
     started = time.monotonic()
-    standalone_started = None
-    with LOG.open("w") as log:
+    times: dict[str, float] = {}
+    with LOG.open("w") as log, CHECKS_LOG.open("w") as checks_log:
         lab = subprocess.Popen(
             pytest_argv("not standalone", extra), cwd=REPO_ROOT, env={**os.environ, RELEASE_ENV: str(release)}
         )
         try:
             wait_for_release(lab, release)
-            standalone_started = time.monotonic() - started
-            # At the lowest CPU priority: the lab group's CPU-bound runs keep the machine, and the
-            # standalone tests take the time the lab tests spend waiting.
-            standalone = subprocess.Popen(
-                ["nice", "-n", str(STANDALONE_NICENESS), *pytest_argv("standalone", extra, basetemp)],
-                cwd=REPO_ROOT,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-            try:
+            with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+                behind = pool.submit(background, extra, basetemp, checks, log, checks_log, times)
                 lab_code = lab.wait()
-            finally:
-                standalone_code = standalone.wait()
+                codes = {"lab": lab_code, **behind.result()}
         finally:
             if lab.poll() is None:
                 lab.terminate()
@@ -94,12 +115,13 @@ def main(extra: list[str]) -> int:
     elapsed = time.monotonic() - started
     print(f"\n===== standalone tests (ran beside the lab tests; {LOG.relative_to(REPO_ROOT)}) =====", flush=True)
     sys.stdout.write(LOG.read_text())
-    codes = {"lab": lab_code, "standalone": standalone_code}
-    print(
-        f"\nintegration: {codes} in {elapsed:.0f} s (standalone group started at {standalone_started:.0f} s)",
-        flush=True,
-    )
-    code = verdict(codes)
+    if checks:
+        print(f"\n===== checks: {checks} (after the standalone tests; {CHECKS_LOG.relative_to(REPO_ROOT)}) =====")
+        sys.stdout.write(CHECKS_LOG.read_text())
+    at = {name: round(value - started) for name, value in times.items()}
+    print(f"\nintegration: {codes} in {elapsed:.0f} s (background started at {at})", flush=True)
+    checks_code = codes.pop("checks", 0)
+    code = verdict(codes) or checks_code
     if code == 0:
         shutil.rmtree(basetemp, ignore_errors=True)
     else:

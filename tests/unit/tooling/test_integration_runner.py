@@ -147,3 +147,38 @@ def test_the_lab_group_releases_after_the_site_converge_or_at_its_first_late_tes
         isinstance(n, ast.Try) and "release_standalone_tests()" in ast.unparse(n.finalbody) for n in ast.walk(site)
     )
     assert "release_standalone_tests()" in ast.unparse(hook) and "EARLY_MODULES" in ast.unparse(hook)
+
+
+def test_checks_command_is_taken_from_the_front_only():
+    runner = _runner()
+    assert runner.parse(["--checks", "make lint", "-k", "x"]) == ("make lint", ["-k", "x"])
+    assert runner.parse(["-k", "x", "--checks", "y"]) == (None, ["-k", "x", "--checks", "y"])
+    with pytest.raises(SystemExit, match="--checks needs a command"):
+        runner.parse(["--checks"])
+
+
+def test_background_runs_the_standalone_tests_then_the_checks_at_the_lowest_priority(tmp_path, monkeypatch):
+    runner = _runner()
+    calls = []
+
+    def call(argv, **_kwargs):
+        calls.append(argv)
+        return 0 if len(calls) == 1 else 2  # the standalone tests pass, the checks fail
+
+    monkeypatch.setattr(runner.subprocess, "call", call)
+    times = {}
+    codes = runner.background([], tmp_path, "make lint", None, None, times)
+    assert codes == {"standalone": 0, "checks": 2}
+    assert calls[0][:3] == ["nice", "-n", "19"] and "standalone" in calls[0]
+    assert calls[1] == ["nice", "-n", "19", "sh", "-c", "make lint"]
+    assert times["standalone"] <= times["checks"] <= times["background_end"]
+    calls.clear()
+    assert runner.background([], tmp_path, None, None, None, {}) == {"standalone": 0}  # make integration: no checks
+    assert len(calls) == 1
+
+
+def test_make_test_runs_the_checks_behind_the_integration_tests():
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    recipe = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]
+    assert 'scripts/integration.py --checks "$(CHECKS)"' in recipe
+    assert "CHECKS = $(MAKE) --no-print-directory -j3 --output-sync=target lint sanity unit" in makefile
