@@ -1060,9 +1060,17 @@ def test_peaks_places_a_pod_where_the_published_model_predicts_the_smallest_jump
                 60,
                 "the Peaks scheduler to bind the pod",
             )
-            events = core.list_namespaced_event(
-                "default", field_selector=f"involvedObject.name={pod['metadata']['name']},reason=Scheduled"
-            ).items
+            # the scheduler's event broadcaster writes the Scheduled event after the binding, in its
+            # own time (ci9 read none right after the bind, on a busy machine): wait for it
+            events = wait_until(
+                lambda n=pod["metadata"]["name"]: (
+                    core.list_namespaced_event(
+                        "default", field_selector=f"involvedObject.name={n},reason=Scheduled"
+                    ).items
+                ),
+                60,
+                "the pod's Scheduled event",
+            )
         finally:
             try:
                 core.delete_namespaced_pod(pod["metadata"]["name"], "default", grace_period_seconds=0)
