@@ -8,6 +8,7 @@ import importlib.util
 import os
 import pathlib
 import re
+import subprocess
 import sys
 import time
 
@@ -23,6 +24,18 @@ def wait_until(check, timeout: float, what: str, interval: float = 0.5):
             return last
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last seen: {last!r}")
+
+
+def stop_process(process: subprocess.Popen, timeout: float = 15) -> None:
+    """Stop a process a test started: SIGTERM, then SIGKILL if it is still there after ``timeout``
+    seconds; reaped either way."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def tree_digest(root: pathlib.Path, mtimes: bool = False) -> str:

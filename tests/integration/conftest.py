@@ -290,10 +290,15 @@ def lab() -> LabHandle:
 EARLY_MODULES = ("test_bmra_coexistence", "test_site", "test_cluster_stack", "test_telemetry_roles")
 
 
+def _module_name(item) -> str:
+    """The test module's own name (``test_site``), as EARLY_MODULES lists it."""
+    return item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+
+
 def pytest_collection_modifyitems(items):
     # Tests that need the lab as `make lab` starts it run first; tests that take it down run last.
     def module_rank(item):
-        name = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+        name = _module_name(item)
         return EARLY_MODULES.index(name) if name in EARLY_MODULES else len(EARLY_MODULES)
 
     items.sort(
@@ -315,8 +320,7 @@ def release_standalone_tests() -> None:
 
 def pytest_runtest_setup(item):
     # A test after the early modules (the site converge did not run, -k): nothing CPU-bound is left.
-    name = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
-    if item.get_closest_marker("fresh_lab") is None and name not in EARLY_MODULES:
+    if item.get_closest_marker("fresh_lab") is None and _module_name(item) not in EARLY_MODULES:
         release_standalone_tests()
 
 

@@ -34,6 +34,7 @@ import jinja2
 import pytest
 import yaml
 from ansible.plugins.filter.core import to_bool
+from poweraware_testing import stop_process
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 PLUGIN = REPO_ROOT / "roles" / "collectd" / "files" / "rapl_power.py"
@@ -243,12 +244,7 @@ def collectd_run():
                 yield tree, port, log_path
             finally:
                 for proc in procs:
-                    proc.terminate()
-                    try:
-                        proc.wait(timeout=10)
-                    except subprocess.TimeoutExpired:
-                        proc.kill()
-                        proc.wait()
+                    stop_process(proc, timeout=10)
                 print(f"energy reader log:\n{reader_log.read_text()}")
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -21,6 +21,7 @@ import pytest
 import yaml
 from ansible_run import REPO_ROOT, run_playbook
 from kubernetes import client
+from poweraware_testing import stop_process
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -126,11 +127,7 @@ def telemetry(lab, tmp_path_factory):
             "work": work,
         }
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc, timeout=20)
         log.close()
 
 

@@ -29,6 +29,7 @@ import pytest
 import yaml
 from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_manifest as ms
 from extender_server import make_ca
+from poweraware_testing import stop_process
 from scheduler_config_cases import LOADS, NODE_KUBECONFIG, refused_cases, unchecked_config
 from scheduler_config_cases import plan as plan_for
 
@@ -77,16 +78,6 @@ def _start(lab, directory: pathlib.Path, config_text: str) -> tuple[subprocess.P
     return process, port, log
 
 
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
     directory = tmp_path_factory.mktemp("extender-tls")
@@ -120,7 +111,7 @@ def test_generated_config_loads_in_real_kube_scheduler(lab, pki, tmp_path, case,
             f"(exit {process.poll()}):\n{plan.file_after}\n--- log ---\n{log.read_text()[-4000:]}"
         )
     finally:
-        _stop(process)
+        stop_process(process)
     loaded.append(case.name)
 
 
@@ -135,7 +126,7 @@ def test_config_the_module_refuses_is_refused_by_kube_scheduler(lab, pki, tmp_pa
     except subprocess.TimeoutExpired:
         code = None
     finally:
-        _stop(process)
+        stop_process(process)
     output = log.read_text()
     assert code not in (None, 0), f"kube-scheduler accepted the {case.name} configuration:\n{output[-4000:]}"
     assert case.refused_by_scheduler in output, output[-4000:]

@@ -57,6 +57,7 @@ import yaml
 from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_manifest as ms
 from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_version as sv
 from extender_server import make_ca
+from poweraware_testing import stop_process
 from scheduler_config_cases import (
     GOLDEN,
     GOLDEN_CASES,
@@ -196,13 +197,7 @@ def _start_with_policy(binary: pathlib.Path, prefix: list[str], directory: pathl
             time.sleep(0.1)
         code = process.poll()
     finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_process(process)
     return code, log_path.read_text(errors="replace")
 
 

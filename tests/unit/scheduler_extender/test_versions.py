@@ -152,29 +152,18 @@ def test_unquoted_yaml_float_gets_a_hint():
     ],
 )
 def test_created_config_binds_the_plain_http_port_to_loopback_where_the_manifest_turned_it_off(minor, port_flag, bound):
+    import re
+
+    import kubeadm_manifests
     import yaml
     from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_manifest as ms
     from cases import CONFIG_PATH, MANIFEST_PATH, POLICY_PATH, TAS_EXTENDER, typed
 
-    command = ["kube-scheduler", "--kubeconfig=/etc/kubernetes/scheduler.conf", *([port_flag] if port_flag else [])]
-    manifest = yaml.safe_dump(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "kube-scheduler", "namespace": "kube-system"},
-            "spec": {
-                "containers": [
-                    {
-                        "name": "kube-scheduler",
-                        "image": f"registry.k8s.io/kube-scheduler:v1.{minor}.0",
-                        "command": command,
-                        "volumeMounts": [{"name": "k8s", "mountPath": "/etc/kubernetes"}],
-                    }
-                ],
-                "volumes": [{"name": "k8s", "hostPath": {"path": "/etc/kubernetes"}}],
-            },
-        }
-    )
+    # kubeadm's own manifest of that release, with the port flag it passes replaced by the case's
+    kubeconfig = "    - --kubeconfig=/etc/kubernetes/scheduler.conf\n"
+    manifest = re.sub(r"    - --port=\S+\n", "", kubeadm_manifests.kubeadm_scheduler_manifest(minor))
+    assert kubeconfig in manifest
+    manifest = manifest.replace(kubeconfig, kubeconfig + (f"    - {port_flag}\n" if port_flag else ""))
     extenders, errors = typed([TAS_EXTENDER])
     assert not errors
     result = ms.plan_present(manifest, MANIFEST_PATH, {}.get, extenders, CONFIG_PATH, POLICY_PATH)
