@@ -112,8 +112,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"no lab in {args.state_dir.resolve()} (start one with `make lab`)")
         return 3
     for name, info in lab.processes.items():
-        alive = cluster.process_alive(info["pid"], info.get("start_time"))
-        print(f"  {name:<25} pid {info['pid']:<8} {'running' if alive else 'DEAD'}  log {info['log']}")
+        for label, record in ((name, info), ("  its kernel", info.get("kernel"))):
+            if record:
+                alive = cluster.process_alive(record["pid"], record.get("start_time"))
+                print(f"  {label:<25} pid {record['pid']:<8} {'running' if alive else 'DEAD'}  log {record['log']}")
     if not lab.healthy():
         print("the lab is not healthy (see the logs above); `make lab` replaces it")
         return 3

@@ -263,7 +263,14 @@ class Lab:
 
     # --- health -----------------------------------------------------------------------------
     def dead_processes(self) -> list[str]:
-        return [name for name, info in self.processes.items() if not process_alive(info["pid"], info.get("start_time"))]
+        dead = []
+        for name, info in self.processes.items():
+            if not process_alive(info["pid"], info.get("start_time")):
+                dead.append(name)
+            kernel = info.get("kernel")  # a node's kernel (lab/nodes.py): without it the node's /sys is gone
+            if kernel and not process_alive(kernel["pid"], kernel.get("start_time")):
+                dead.append(f"{name} kernel")
+        return dead
 
     def api(self) -> Api:
         return Api(self.config.api_url, self.paths.pki)
@@ -711,6 +718,7 @@ class Lab:
             stop_process_group(pid, group=False)
             stopped.append(pid)
         self.processes = {}
+        nodes.unmount_under(self.paths.state_dir)
         if self.paths.state_dir.exists():
             if remove_logs:
                 shutil.rmtree(self.paths.state_dir)

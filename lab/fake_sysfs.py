@@ -2,8 +2,9 @@
 
 ``build_tree(root, scenario, **shape)`` writes a plain directory tree shaped like
 ``/sys`` on a machine with the given CPU power driver. A plain tree cannot enforce the kernel's
-rules (EINVAL, EBUSY, clamping, shared policies); the unit tests put a kernel model on top of it
-(``tests/unit/node_power/fake_kernel.py``). The lab uses the bare tree as each node's ``/sys``.
+rules (EINVAL, EBUSY, clamping, shared policies); the kernel model (lab/fake_kernel.py) does, on top
+of it: the unit tests inject it as the sysfs accessor, and each lab node sees its tree through it
+(served by FUSE, lab/components/node_kernel.py) at its ``/sys`` paths.
 
 Layout written (paths relative to ``root``)::
 

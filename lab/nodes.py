@@ -12,7 +12,9 @@ On the controller, under ``<state>/nodes/<node>/``::
     node.json     what lab/node_init.py reads (addresses, paths, services)
     disk/         the node's persistent disk: upper layers of /etc /usr /var /opt, and /root, /home
     overlay-work/ overlayfs work directories
-    sys/          the node's kernel, rebuilt at power-on (lab/fake_sysfs.py)
+    sys/          the node's kernel's attributes, rebuilt at power-on (lab/fake_sysfs.py)
+    kernel/       the same tree served through FUSE by the kernel model while the node runs
+                  (lab/components/node_kernel.py): what the node sees at its /sys paths
     proc/stat     its CPU times, advanced with its simulated load (lab/fake_procfs.py)
 
 ``<state>/ssh/`` holds the lab's login key pair (0600), ``known_hosts`` with each node's host key and
@@ -33,11 +35,12 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 
 import yaml
 
-from lab import fake_procfs, fake_sysfs, pki
+from lab import fake_procfs, fake_sysfs, pki, process
 from lab.components import network
 
 LAB_DIR = pathlib.Path(__file__).resolve().parent
@@ -125,7 +128,11 @@ class NodeHosts:
         return self.root(name) / "disk"
 
     def sysfs(self, name: str) -> pathlib.Path:
+        """The node's kernel tree on this machine (its bookkeeping; the node sees ``kernel_mount``)."""
         return self.root(name) / "sys"
+
+    def kernel_mount(self, name: str) -> pathlib.Path:
+        return self.root(name) / "kernel"
 
     @property
     def ssh_dir(self) -> pathlib.Path:
@@ -269,7 +276,7 @@ class NodeHosts:
             "ssh_port": SSH_PORT,
             "disk": str(self.disk(name)),
             "overlay_work": str(self.root(name) / "overlay-work"),
-            "sysfs": str(self.sysfs(name)),
+            "sysfs": str(self.kernel_mount(name)),
             "proc_stat": str(fake_procfs.stat_path(self.sysfs(name))),
             "images": str(images),
             "hide": hide,
@@ -288,10 +295,16 @@ class NodeHosts:
     ) -> dict:
         """Boot the node; ``spawn(name, argv, log_path)`` starts a process and returns its record."""
         config = self._config(name, images, kubelet_args)
+        kernel = self._start_kernel(name)
         # The node's own copy of its init: the node's Python runs it, nothing of the checkout.
         init = self.disk(name) / "usr" / "lib" / "poweraware-lab" / "node_init.py"
         argv = ["unshare", "--mount", "--uts", "--propagation", "private", NODE_PYTHON, str(init), str(config)]
-        info = spawn(f"node/{name}", argv)
+        try:
+            info = spawn(f"node/{name}", argv)
+        except BaseException:
+            self._stop_kernel(name, kernel)
+            raise
+        info["kernel"] = kernel
         node = self.nodes[name]
         deadline = time.monotonic() + timeout
         host_key = self.disk(name) / "etc" / "ssh" / "ssh_host_ed25519_key.pub"
@@ -303,6 +316,38 @@ class NodeHosts:
                 return info
             time.sleep(0.1)
         raise NodeError(f"node {name}: sshd did not answer on {node.address}:{SSH_PORT} within {timeout:.0f} s")
+
+    def _start_kernel(self, name: str, timeout: float = 15.0) -> dict:
+        """Serve the node's tree through the kernel model (lab/components/node_kernel.py) at
+        ``kernel_mount``, before the node's mount namespace copies this machine's mounts."""
+        mountpoint = self.kernel_mount(name)
+        unmount(mountpoint)  # a kernel that died with SIGKILL leaves its mount behind
+        mountpoint.mkdir(mode=0o755, parents=True, exist_ok=True)
+        logs = self.state_dir / "logs"
+        logs.mkdir(exist_ok=True)
+        log_path = logs / f"kernel-{name}.log"
+        argv = [sys.executable, "-m", "lab.components.node_kernel", str(self.sysfs(name)), str(mountpoint)]
+        kernel = process.spawn(argv, log_path, self.state_dir, self.state_dir, {"PYTHONPATH": str(REPO_ROOT)})
+        deadline = time.monotonic() + timeout
+        while not os.path.ismount(mountpoint):
+            if not _alive(kernel["pid"]) or time.monotonic() > deadline:
+                self._stop_kernel(name, kernel)
+                raise NodeError(
+                    f"node {name}: its kernel (FUSE at {mountpoint}) did not mount within {timeout:.0f} s; it needs "
+                    f"root, /dev/fuse, libfuse3 (Debian fuse3) and mfusepy: see {log_path}\n"
+                    f"{process.log_tail(log_path)}"
+                )
+            time.sleep(0.05)
+        return kernel
+
+    def _stop_kernel(self, name: str, kernel: dict) -> list[int]:
+        pid = kernel["pid"]
+        running = _alive(pid, kernel.get("start_time"))
+        if running:
+            process.stop_process_group(pid)  # libfuse unmounts on SIGTERM
+        _reap(pid)
+        unmount(self.kernel_mount(name))
+        return [pid] if running else []
 
     def write_ssh_files(self) -> None:
         """known_hosts with each node's own host key, and an ssh_config naming every node."""
@@ -345,11 +390,37 @@ class NodeHosts:
                         os.kill(other, signal.SIGKILL)
                 time.sleep(0.2)
         _reap(pid)
-        return sorted(set(members) | {pid})
+        kernel = self._stop_kernel(name, info["kernel"]) if info.get("kernel") else []
+        return sorted(set(members) | {pid} | set(kernel))
 
     def boot_log(self, name: str) -> str:
         path = self.disk(name) / "var" / "log" / "lab" / "boot.log"
         return path.read_text() if path.exists() else ""
+
+
+def _mount_points() -> list[str]:
+    points = []
+    with open("/proc/self/mountinfo") as handle:
+        for line in handle:
+            point = line.split()[4]
+            # mountinfo escapes space, tab, newline and backslash as octal
+            points.append(point.encode().decode("unicode_escape") if "\\" in point else point)
+    return points
+
+
+def unmount(path: pathlib.Path) -> None:
+    """Detach ``path`` if something is mounted there (a node's kernel whose process is gone)."""
+    if str(path) in _mount_points():
+        subprocess.run(["umount", "--lazy", str(path)], check=False, capture_output=True)
+
+
+def unmount_under(directory: pathlib.Path) -> None:
+    """Detach every mount below ``directory`` (before the lab's state is removed: a FUSE mount
+    left by a killed kernel would otherwise stop the removal with ENOTCONN)."""
+    prefix = str(directory).rstrip("/") + "/"
+    for point in sorted(_mount_points(), reverse=True):
+        if point.startswith(prefix):
+            subprocess.run(["umount", "--lazy", point], check=False, capture_output=True)
 
 
 def cpufreq_snapshot(sysfs: pathlib.Path) -> dict[str, str]:

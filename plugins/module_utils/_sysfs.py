@@ -3,7 +3,7 @@
 """Stage 1 of the node power library: sysfs access, errors and small value helpers.
 
 Everything the node power controls read or write goes through ``SysfsAccessor`` so that tests
-can inject a kernel model (``tests/unit/node_power/fake_kernel.py``). Attributes are opened for
+can inject a kernel model (``lab/fake_kernel.py`` in the repository). Attributes are opened for
 writing without ``O_CREAT``: a mistyped or missing attribute fails (ENOENT) instead of creating
 a file.
 

@@ -390,9 +390,9 @@ OTHER_CONTROLS = {
 }  # fmt: skip
 
 
-def _other_controls(lab, host):
-    cpu = lab.sys(host) / "devices/system/cpu"
-    rapl = lab.sys(host) / "class/powercap"
+def _other_controls(lab, host, root=None):
+    cpu = (root or lab.sys(host)) / "devices/system/cpu"
+    rapl = (root or lab.sys(host)) / "class/powercap"
 
     def read(path):
         return path.read_text().strip()
@@ -416,7 +416,9 @@ APPLIED = {
     "disabled": {0: [0, 0, 0, 0], 1: [0, 0, 0, 0], 2: [0, 0, 0, 1], 3: [0, 0, 0, 1]}
     | {n: [0, 0, 1, 1] for n in range(4, 8)},
     "uncore": {"package_00_die_00": ("800000", "1600000"), "package_01_die_00": ("800000", "1600000")},
-    "cap": {"intel-rapl:0": ("100000000", "1000000"), "intel-rapl:1": ("100000000", "1000000")},
+    # the node's kernel encodes the time window as 2^Y * (1 + F/4) units of 976 us: 1000000 us is
+    # stored as 2^10 units and reads back 999424, as on an Intel server (intel_rapl_common.c)
+    "cap": {"intel-rapl:0": ("100000000", "999424"), "intel-rapl:1": ("100000000", "999424")},
 }
 
 
@@ -467,6 +469,87 @@ def test_cstates_uncore_and_power_cap_over_ssh(lab):
     assert result.rc == 0, str(result)
     assert tree_digest(lab.sys(host)) == lab.pristine_sys[host]
     assert not (lab.disk(host) / "etc/systemd/system/poweraware-cpu-power.service").exists()
+
+
+LOCKED_HINT = "the RAPL power limit is locked by the BIOS/firmware"
+
+
+def _power_cycle_locked(lab, host):
+    """A power cycle after which the firmware has locked the node's RAPL power limits (the MSR lock
+    bit): nothing in sysfs says so until a limit is written, which the kernel refuses (EACCES)."""
+    scenario, cpus = HOSTS[host]
+    lab.hosts.stop(host, lab.running[f"node/{host}"])
+    fake_sysfs.build_tree(lab.sys(host), scenario, rebuild=True, powercap="locked", **({"cpus": cpus} if cpus else {}))
+    lab.boot(host)
+
+
+def test_the_nodes_kernel_refuses_what_a_kernel_refuses_through_the_role_and_the_boot_unit(lab):
+    """Each node's /sys is served by the kernel model through FUSE (lab/components/node_kernel.py):
+    over SSH an EPP write under the performance governor is EBUSY and a read-only attribute EACCES
+    for root; a firmware-locked RAPL limit fails the boot unit (its failure path: the node-level
+    controls rolled back, the pools applied, the unit failed) and the role (the run's message names
+    the lock, the node-level controls are rolled back), as on hardware."""
+    host = IDLE_HOST
+    policy = "/sys/devices/system/cpu/cpufreq/policy2"
+    epp_at_power_on = lab.policy(host, "policy2", "energy_performance_preference")
+    shown = _run_on_node(
+        lab,
+        host,
+        f"echo performance | sudo -n tee {policy}/scaling_governor >/dev/null; "
+        f"echo power | sudo -n tee {policy}/energy_performance_preference 2>&1 >/dev/null; echo epp=$?; "
+        f"cat {policy}/energy_performance_preference; "
+        f"echo 1 | sudo -n tee {policy}/cpuinfo_max_freq 2>&1 >/dev/null; echo read-only=$?; "
+        "cat /sys/class/powercap/intel-rapl:0/energy_uj 2>&1 >/dev/null; echo energy-as-user=$?; "
+        "echo 12x | sudo -n tee /sys/class/powercap/intel-rapl:0/constraint_0_power_limit_uw 2>&1 >/dev/null; "
+        f"echo powersave | sudo -n tee {policy}/scaling_governor >/dev/null; "
+        f"cat {policy}/energy_performance_preference",
+    ).splitlines()
+    assert shown == [
+        f"tee: {policy}/energy_performance_preference: Device or resource busy",
+        "epp=1",
+        "performance",  # the performance governor forces EPP 0
+        f"tee: {policy}/cpuinfo_max_freq: Permission denied",
+        "read-only=1",
+        "cat: '/sys/class/powercap/intel-rapl:0/energy_uj': Permission denied",  # cat quotes a name with ':'
+        "energy-as-user=1",
+        "tee: '/sys/class/powercap/intel-rapl:0/constraint_0_power_limit_uw': Invalid argument",
+        epp_at_power_on,  # back under powersave, the kernel restores the EPP it had
+    ], shown
+    assert tree_digest(lab.sys(host)) == lab.pristine_sys[host]
+
+    # converge on an unlocked kernel: the boot unit will re-apply the cap
+    result = _idle_run(lab, extra_vars=OTHER_CONTROLS)
+    assert result.rc == 0, str(result)
+    assert _other_controls(lab, host) == APPLIED
+
+    _power_cycle_locked(lab, host)
+    power_on = _other_controls(
+        lab, host, fake_sysfs.build_tree(lab.base / "locked-power-on", HOSTS[host][0], powercap="locked")
+    )
+    boot_log = (lab.base / "logs" / f"node-{host}.log").read_text()
+    last_boot = boot_log.rsplit("boot: Starting poweraware-cpu-power.service", 1)[-1]
+    assert LOCKED_HINT in last_boot, boot_log[-3000:]
+    assert "poweraware-cpu-power.service: /usr/bin/python3 exited with status 1" in last_boot, boot_log[-3000:]
+    assert "Finished poweraware-cpu-power.service" not in last_boot, boot_log[-3000:]
+    # the pools' assignments were applied; the node-level one (uncore and cap) was rolled back
+    assert _other_controls(lab, host) == {**power_on, "disabled": APPLIED["disabled"]}
+
+    before = lab.everything()
+    journal = lab.disk(host) / "var/lib/poweraware"
+    journal_before = tree_digest(journal)
+    refused = _idle_run(lab, extra_vars=OTHER_CONTROLS)
+    assert refused.rc != 0, str(refused)
+    assert "EACCES" in refused.stdout and LOCKED_HINT in refused.stdout, str(refused)
+    assert _other_controls(lab, host) == {**power_on, "disabled": APPLIED["disabled"]}
+    # the boot files as they were; the journal rewritten (the run's write-ahead record) with what it held
+    assert lab.everything()[host][1:5] == before[host][1:5]
+    assert tree_digest(journal) == journal_before
+
+    lab.power_cycle(host)  # the firmware unlocked again: the boot unit applies all three
+    assert _other_controls(lab, host) == APPLIED
+    result = _idle_run(lab, extra_vars={**OTHER_CONTROLS, "cpu_power_state": "absent"})
+    assert result.rc == 0, str(result)
+    assert tree_digest(lab.sys(host)) == lab.pristine_sys[host]
 
 
 @pytest.mark.parametrize(

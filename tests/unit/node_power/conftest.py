@@ -16,16 +16,15 @@ if str(HERE) not in sys.path:
 
 
 fake_sysfs = load_module("poweraware_lab_fake_sysfs", REPO_ROOT / "lab" / "fake_sysfs.py")
+fake_kernel = load_module("poweraware_lab_fake_kernel", REPO_ROOT / "lab" / "fake_kernel.py")
 
 
 class Node:
     """A fake machine: sysfs tree, kernel model, state file path."""
 
     def __init__(self, base: pathlib.Path, scenario: str, clamp=True, **shape):
-        from fake_kernel import FakeKernel
-
         self.sys = fake_sysfs.build_tree(base / "sys", scenario, **shape)
-        self.kernel = FakeKernel(self.sys, clamp=clamp)
+        self.kernel = fake_kernel.FakeKernel(self.sys, clamp=clamp)
         self.state_file = base / "var" / "lib" / "poweraware" / "cpu_power_state.json"
         self.base = base
 

@@ -1,8 +1,11 @@
-"""A model of the kernel's cpufreq sysfs rules on top of a lab/fake_sysfs.py tree.
+"""A model of the kernel's sysfs rules on top of a lab/fake_sysfs.py tree: one model, two tiers.
 
-``FakeKernel`` is a drop-in for ``_cpufreq.SysfsAccessor`` (it is injected where the module
-utilities take their accessor). Reads come from the files; writes go through the rules below
-and the files are rewritten with what the kernel would then report:
+``FakeKernel`` is a drop-in for ``_sysfs.SysfsAccessor``: the unit tests inject it where the module
+utilities take their accessor (tests/unit/node_power/conftest.py), and every lab node's ``/sys``
+is served from it through FUSE (lab/components/node_kernel.py), so the roles, the boot re-apply
+script and anything else on a node meet the same rules over real system calls. Reads come from
+the files; writes go through the rules below and the files are rewritten with what the kernel
+would then report:
 
 * frequencies: non-numbers -> EINVAL; numbers are clamped silently into cpuinfo limits and
   ``min`` is clamped to ``max`` (freq QoS, kernels >= 5.4; ``clamp=False`` models older kernels,
@@ -45,7 +48,10 @@ import os
 import pathlib
 import re
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import SysfsAccessor
+try:  # the unit tests import the collection by its name (mutation testing needs that name)
+    from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import SysfsAccessor
+except ImportError:  # the lab's processes run from the checkout (lab/process.py PYTHONPATH)
+    from plugins.module_utils._sysfs import SysfsAccessor
 
 ACTIVE = ("intel_pstate", "amd-pstate-epp")
 EPP_VALUES = {
@@ -355,6 +361,11 @@ class FakeKernel(SysfsAccessor):
         return self.policies.get(directory), attr
 
     # accessor interface
+    def show(self, rel):
+        """What read(2) of the attribute returns (the bytes, newline included), under the read rules."""
+        self.read(rel)
+        return pathlib.Path(self.path(rel)).read_bytes()
+
     def read(self, rel):
         if self.exists(rel):
             pol, _attr = self._policy_for(rel)
