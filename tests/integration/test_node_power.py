@@ -534,13 +534,20 @@ def test_the_nodes_kernel_refuses_what_a_kernel_refuses_through_the_role_and_the
     # the pools' assignments were applied; the node-level one (uncore and cap) was rolled back
     assert _other_controls(lab, host) == {**power_on, "disabled": APPLIED["disabled"]}
 
+    # a run that would also change the profiles (the shared pool keeps C1E): the locked limit is found
+    # first (the node-level controls go before the profiles), so the refused run changes nothing
     before = lab.everything()
+    kernel_before = tree_digest(lab.sys(host))
     journal = lab.disk(host) / "var/lib/poweraware"
     journal_before = tree_digest(journal)
-    refused = _idle_run(lab, extra_vars=OTHER_CONTROLS)
+    profiles = OTHER_CONTROLS["cpu_power_profiles"]
+    changed_profiles = {**profiles, "shared": {**profiles["shared"], "cstates": {"disable": ["C6"]}}}
+    refused = _idle_run(lab, extra_vars={**OTHER_CONTROLS, "cpu_power_profiles": changed_profiles})
     assert refused.rc != 0, str(refused)
     assert "EACCES" in refused.stdout and LOCKED_HINT in refused.stdout, str(refused)
+    assert "Apply the profiles" not in refused.stdout, str(refused)
     assert _other_controls(lab, host) == {**power_on, "disabled": APPLIED["disabled"]}
+    assert tree_digest(lab.sys(host)) == kernel_before
     # the boot files as they were; the journal rewritten (the run's write-ahead record) with what it held
     assert lab.everything()[host][1:5] == before[host][1:5]
     assert tree_digest(journal) == journal_before
