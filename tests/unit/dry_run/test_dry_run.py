@@ -112,3 +112,105 @@ def test_the_task_namespace_applies_to_definitions_without_one():
     sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "a"}}
     out = classify([sa], [not_found("tas")], "tas", {"namespaces": ["tas"], "kinds": []})
     assert out.predicted and out.errors == []
+
+
+def test_kind_key_takes_the_group_before_the_last_slash_and_no_group_from_nothing():
+    assert kind_key("apps/v1", "Deployment") == "Deployment.apps"
+    assert kind_key("x.example.com/sub/v1", "Thing") == "Thing.x.example.com/sub"
+    assert kind_key("", "Secret") == "Secret"
+    assert kind_key(None, "Secret") == "Secret"
+
+
+def test_a_plan_of_this_run_is_taken_whole_and_missing_lists_are_empty():
+    fact = {"run": "111", "namespaces": ["tas"], "kinds": ["TASPolicy.telemetry.intel.com"]}
+    assert planned_in(fact, "111") == {"namespaces": ["tas"], "kinds": ["TASPolicy.telemetry.intel.com"]}
+    assert planned_in({"run": "111"}, "111") == {"namespaces": [], "kinds": []}
+
+
+def test_a_plan_skips_what_is_no_object_and_incomplete_custom_resource_definitions():
+    unnamed_ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {}}
+    no_group = {"kind": "CustomResourceDefinition", "metadata": {"name": "x"}, "spec": {"names": {"kind": "X"}}}
+    no_kind = {"kind": "CustomResourceDefinition", "metadata": {"name": "y"}, "spec": {"group": "y.io"}}
+    bare = {"kind": "CustomResourceDefinition", "metadata": {"name": "z"}}
+    plan = plan_from(["text", None, NS, unnamed_ns, no_group, no_kind, bare, CRD], None, {})
+    assert plan == {"namespaces": ["tas"], "kinds": ["TASPolicy.telemetry.intel.com"]}
+
+
+def test_the_predicted_result_is_a_creation_with_headers_naming_the_object():
+    plan = {"namespaces": ["tas"], "kinds": []}
+    (predicted,) = classify([SA], [not_found("tas")], None, plan).results
+    line = "ServiceAccount tas/tas: would create (predicted, not dry-run: namespace tas is created by this run)"
+    assert predicted == {
+        "changed": True,
+        "method": "create",
+        "predicted": True,
+        "msg": line,
+        "result": SA,
+        "diff": {"before": {}, "after": SA, "before_header": "ServiceAccount tas/tas (absent)", "after_header": line},
+    }
+
+
+def test_errors_are_the_whole_message_with_the_fix_and_keep_their_result():
+    empty = {"namespaces": [], "kinds": []}
+    invalid = {"changed": False, "error": {"msg": 'Deployment.apps "x" is invalid: spec.replicas: Invalid value: -1'}}
+    dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x", "namespace": "tas"}}
+    out = classify([SA, POLICY, dep], [not_found("tas"), NO_KIND, invalid], None, empty)
+    assert out.errors == [
+        f"ServiceAccount tas/tas: {not_found('tas')['error']['msg']} (no task of this run creates namespace tas: "
+        "create it, or choose one that exists)",
+        f"TASPolicy tas/p: {NO_KIND['error']['msg']} (no task of this run installs the CustomResourceDefinition of "
+        "TASPolicy.telemetry.intel.com: install it first)",
+        'Deployment tas/x: Deployment.apps "x" is invalid: spec.replicas: Invalid value: -1',
+    ]
+    assert out.results == [not_found("tas"), NO_KIND, invalid]
+    assert out.predicted == []
+
+
+def test_an_error_without_a_message_and_an_object_without_kind_or_name_are_still_named():
+    forbidden = {"changed": False, "error": {"reason": "Forbidden"}}
+    out = classify([{"metadata": {}}], [forbidden], None, {"namespaces": [], "kinds": []})
+    assert out.errors == ["? ?: {'reason': 'Forbidden'}"]
+
+
+def test_a_cluster_scoped_object_is_named_without_a_namespace():
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "c"}}
+    refused = {"changed": False, "error": {"msg": "forbidden"}}
+    out = classify([crd], [refused], None, {"namespaces": [], "kinds": []})
+    assert out.errors == ["CustomResourceDefinition c: forbidden"]
+
+
+def test_a_result_that_is_no_mapping_passes_through():
+    out = classify([SA, NS], ["skipped", OK], None, {"namespaces": [], "kinds": []})
+    assert out.results == ["skipped", OK] and out.errors == [] and out.predicted == []
+
+
+def test_a_planned_kind_or_namespace_does_not_excuse_other_errors():
+    plan = {"namespaces": ["tas"], "kinds": ["TASPolicy.telemetry.intel.com"]}
+    invalid = {"changed": False, "error": {"msg": 'TASPolicy.telemetry.intel.com "p" is invalid'}}
+    out = classify([POLICY], [invalid], None, plan)
+    assert out.predicted == [] and out.errors == ['TASPolicy tas/p: TASPolicy.telemetry.intel.com "p" is invalid']
+
+
+def test_a_missing_namespace_is_only_a_namespace_error_for_a_namespaced_object():
+    # no namespace (cluster-scoped, an empty task default): a namespace in the message is not this object's
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "c"}}
+    out = classify([crd], [not_found("")], "", {"namespaces": [], "kinds": []})
+    assert out.predicted == []
+    assert out.errors == [f"CustomResourceDefinition c: {not_found('')['error']['msg']}"]
+
+
+def test_an_object_without_kind_is_named_and_its_kind_key_is_the_group_alone():
+    kindless = {"apiVersion": "telemetry.intel.com/v1alpha1", "metadata": {"name": "p", "namespace": "tas"}}
+    out = classify([kindless], [NO_KIND], None, {"namespaces": [], "kinds": []})
+    assert out.errors == [
+        f"? tas/p: {NO_KIND['error']['msg']} (no task of this run installs the CustomResourceDefinition of "
+        ".telemetry.intel.com: install it first)"
+    ]
+
+
+def test_a_plan_keeps_the_kinds_planned_by_earlier_tasks():
+    known = {"namespaces": [], "kinds": ["Other.example.com"]}
+    assert plan_from([CRD], None, known) == {
+        "namespaces": [],
+        "kinds": ["Other.example.com", "TASPolicy.telemetry.intel.com"],
+    }

@@ -129,3 +129,47 @@ def test_kube_schedulers_client_certificate_fits_the_tas_ca():
     assert renews_always.startswith(
         "tas_cert_renew_before='+30d' is not shorter than scheduler_extender_client_cert_validity"
     )
+
+
+@pytest.mark.parametrize("value", ["+", "", "+1y"])
+def test_relative_seconds_refuses_with_the_grammar(value):
+    # "+" alone matches the pattern with no number in it: a missing span, not a lifetime of zero
+    with pytest.raises(ValueError) as err:
+        relative_seconds(value)
+    assert str(err.value) == (
+        f"{value!r} is not a relative time: write a '+' and whole numbers of weeks, days, hours, minutes or "
+        "seconds in that order, such as +365d or +52w1d"
+    )
+
+
+@pytest.mark.parametrize("value", ["+0d", "+0w0d0h0m0s"])
+def test_a_zero_span_is_refused_as_zero(value):
+    with pytest.raises(ValueError) as err:
+        relative_seconds(value)
+    assert str(err.value) == f"{value!r} is a lifetime of zero"
+
+
+def test_the_suggested_ca_lifetime_rounds_up_to_whole_days():
+    # five leaf lifetimes of 3650 days and one second: 18250 days and five seconds, so 18251 days
+    (error,) = lifetime({"ca": "+1825d", "leaf": "+3650d1s", "renew": "+30d"})
+    assert error.endswith("make ca longer (for example +18251d) or leaf shorter")
+
+
+@pytest.mark.parametrize("absolute", range(4))
+def test_an_absolute_time_in_any_place_is_not_compared(absolute):
+    names = ["ca", "leaf", "renew", "ca_renew"]
+    values = {"ca": "+1d", "leaf": "+2d", "renew": "+3d", "ca_renew": "+4d"}  # every rule broken
+    values[names[absolute]] = "20301231235959Z"
+    errors = lifetime(values)
+    # only the rules that do not involve the absolute value are reported (each error starts with the value it faults)
+    expected = {0: ["renew"], 1: ["ca_renew"], 2: ["ca", "ca_renew"], 3: ["ca", "renew"]}[absolute]
+    assert [e.split("=")[0] for e in errors] == expected
+
+
+def test_lifetime_errors_says_what_it_needs():
+    with pytest.raises(ValueError) as err:
+        lifetime_errors({"a": "+1d", "b": "+1d"})
+    assert str(err.value) == (
+        "lifetime_errors needs the CA lifetime, the leaf lifetime, the leaf renewal window and optionally the CA "
+        "renewal window"
+    )

@@ -85,3 +85,10 @@ def test_filter_reads_the_certificate_text():
 )
 def test_unreadable_text_is_due(text):
     assert due(text, "+30d") is True
+
+
+def test_valid_from_exactly_the_moment_is_not_due():
+    # the window's end is the certificate's first valid instant: valid_at includes the bound
+    not_before = NOW + datetime.timedelta(days=30)
+    assert renewal_due(not_before, NOW + datetime.timedelta(days=400), "+30d", NOW) is False
+    assert renewal_due(not_before + datetime.timedelta(seconds=1), NOW + datetime.timedelta(days=400), "+30d", NOW)

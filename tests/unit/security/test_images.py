@@ -137,3 +137,52 @@ def test_bad_digests(digest):
 def test_variable_is_required():
     with pytest.raises(AnsibleFilterError, match="variable must name"):
         reference("busybox", "v1", "", "")
+
+
+NOT_A_REPOSITORY = (
+    "x_image={!r} is not an image repository (lowercase path components, an optional registry host first, "
+    "no tag or digest)"
+)
+TAG_HINT = "; put the tag in x_image_tag and the digest in x_image_digest"
+
+
+@pytest.mark.parametrize(
+    "repository",
+    [
+        "localhost",  # one component: a name, not a registry host
+        "my_org/app",  # '_' joins path components, while no host may have one
+        "GHCR.io/org/app",  # registry host names are not case-sensitive, paths are
+        "localhost/mirror/busybox",
+        "a" * 255,  # the longest name the grammar allows
+    ],
+)
+def test_good_repositories(repository):
+    assert reference_errors(repository, "v1", "", "x_image") == []
+
+
+@pytest.mark.parametrize(
+    ("repository", "hint"),
+    [
+        ("busybox:1.36", TAG_HINT),
+        ("nfd@latest", TAG_HINT),
+        ("registry.k8s.io/nfd/nfd:v0.17.3", TAG_HINT),
+        # a registry port, or a colon before the last path component, is no tag to move elsewhere
+        ("localhost:5000/Mirror/prometheus", ""),
+        ("reg/team:v1/app", ""),
+        (None, ""),
+        (5, ""),
+    ],
+)
+def test_a_bad_repository_message_says_what_a_repository_is_and_hints_at_tags_only_for_tags(repository, hint):
+    assert reference_errors(repository, "v1", "", "x_image") == [NOT_A_REPOSITORY.format(repository) + hint]
+
+
+def test_the_messages_in_full_joined_in_order():
+    with pytest.raises(ValueError) as err:
+        image_reference("busybox", None, "sha256:abc", "x_image")
+    assert str(err.value) == (
+        "x_image_tag=None is not an image tag: up to 128 letters, digits, '_', '.' or '-', not starting with "
+        "'.' or '-' (quote a tag YAML would read as a number, such as \"0.7.0\"); "
+        "x_image_digest='sha256:abc' is not a digest: write 'sha256:' and the 64 lowercase hex digits the registry "
+        "reports for the tag (the image index for multi-architecture images), or leave it empty to run the tag alone"
+    )

@@ -95,3 +95,35 @@ def test_an_empty_read_means_absent(existing):
 def test_bad_arguments_are_refused(args, message):
     with pytest.raises(AnsibleFilterError, match=message):
         pod_security_labels(*args)
+
+
+def test_an_unknown_needed_level_declares_no_labels_and_says_which_levels_there_are():
+    assert pod_security_labels(None, "m", "strict", "collectd", "r", "v") == {
+        "labels": {},
+        "note": "",
+        "errors": ["collectd: pod security level 'strict' is not one of privileged, baseline, restricted"],
+    }
+
+
+def test_a_label_that_is_no_level_is_refused_in_full():
+    got = pod_security_labels(ns(**{PREFIX + "enforce": "Restricted"}), *ARGS)
+    assert got == {
+        "labels": {PREFIX + "enforce": "Restricted"},
+        "note": "",
+        "errors": [
+            "namespace monitoring: label pod-security.kubernetes.io/enforce='Restricted' is not a Pod Security level "
+            "(privileged, baseline, restricted); the API server rejects every pod there. Fix the label, or set "
+            "prometheus_namespace to another namespace."
+        ],
+    }
+
+
+@pytest.mark.parametrize("metadata", [{"name": "monitoring", "labels": ["team=obs"]}, {"name": "monitoring"}, None])
+def test_a_namespace_without_a_label_mapping_is_one_without_labels(metadata):
+    got = pod_security_labels({"kind": "Namespace", "metadata": metadata}, *ARGS)
+    assert got["labels"] == {} and got["errors"] == []
+    assert got["note"] == (
+        "namespace monitoring was there before us and enforces no Pod Security level; its labels are left as they "
+        "are (prometheus runs at 'restricted': label it pod-security.kubernetes.io/enforce=restricted if everything "
+        "in it may)"
+    )
