@@ -253,12 +253,14 @@ class NodeHosts:
         (sbin / "systemctl").write_text("#!/usr/bin/python3\n" + (LAB_DIR / "node_systemctl.py").read_text())
         os.chmod(sbin / "systemctl", 0o755)  # noqa: S103 - an executable in /usr/local/sbin
 
-    def power_on_kernel(self, name: str) -> None:
-        """The node's kernel as at power-on: cpufreq and powercap at their boot values."""
+    def power_on_kernel(self, name: str, **firmware) -> None:
+        """The node's kernel as at power-on: cpufreq and powercap at their boot values. ``firmware``:
+        shape keys of lab/fake_sysfs.py the machine's firmware changed (``powercap="locked"``)."""
         node = self.nodes[name]
         shape: dict = {"cpus": node.cpus or self.cpus} if (node.cpus or self.cpus) else {}
         if node.tdp_w:
             shape["tdp_w"] = node.tdp_w
+        shape.update(firmware)
         fake_sysfs.build_tree(self.sysfs(name), node.scenario or self.scenario, rebuild=True, **shape)
         stat = fake_procfs.stat_path(self.sysfs(name))
         if node.power_server:  # its CPU time follows the load the power meter simulates
@@ -408,10 +410,14 @@ def _mount_points() -> list[str]:
     return points
 
 
+def _detach(point: str) -> None:
+    subprocess.run(["umount", "--lazy", point], check=False, capture_output=True)
+
+
 def unmount(path: pathlib.Path) -> None:
     """Detach ``path`` if something is mounted there (a node's kernel whose process is gone)."""
     if str(path) in _mount_points():
-        subprocess.run(["umount", "--lazy", str(path)], check=False, capture_output=True)
+        _detach(str(path))
 
 
 def unmount_under(directory: pathlib.Path) -> None:
@@ -420,7 +426,7 @@ def unmount_under(directory: pathlib.Path) -> None:
     prefix = str(directory).rstrip("/") + "/"
     for point in sorted(_mount_points(), reverse=True):
         if point.startswith(prefix):
-            subprocess.run(["umount", "--lazy", point], check=False, capture_output=True)
+            _detach(point)
 
 
 def cpufreq_snapshot(sysfs: pathlib.Path) -> dict[str, str]:

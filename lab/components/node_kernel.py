@@ -128,7 +128,6 @@ class KernelFS(mfusepy.Operations):
             raise self._refuse(exc.errno) from None
         if flags & os.O_ACCMODE != os.O_RDONLY and not info.st_mode & 0o222:
             raise self._refuse(errno.EACCES)  # kernfs_fop_open: an attribute without store, root too
-        self.model()  # a rebuilt tree is a rebooted kernel: load it before the first access
         return next(self._handles)
 
     def read(self, path, size, offset, fh):

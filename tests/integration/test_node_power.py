@@ -87,9 +87,9 @@ class Hosts:
         self.hosts.start(host, pathlib.Path("/usr/lib"), None, self.spawn)
         self.hosts.write_ssh_files()
 
-    def power_cycle(self, host: str) -> None:
+    def power_cycle(self, host: str, **firmware) -> None:
         self.hosts.stop(host, self.running[f"node/{host}"])
-        self.hosts.power_on_kernel(host)
+        self.hosts.power_on_kernel(host, **firmware)
         self.boot(host)
 
     def stop(self) -> None:
@@ -474,15 +474,6 @@ def test_cstates_uncore_and_power_cap_over_ssh(lab):
 LOCKED_HINT = "the RAPL power limit is locked by the BIOS/firmware"
 
 
-def _power_cycle_locked(lab, host):
-    """A power cycle after which the firmware has locked the node's RAPL power limits (the MSR lock
-    bit): nothing in sysfs says so until a limit is written, which the kernel refuses (EACCES)."""
-    scenario, cpus = HOSTS[host]
-    lab.hosts.stop(host, lab.running[f"node/{host}"])
-    fake_sysfs.build_tree(lab.sys(host), scenario, rebuild=True, powercap="locked", **({"cpus": cpus} if cpus else {}))
-    lab.boot(host)
-
-
 def test_the_nodes_kernel_refuses_what_a_kernel_refuses_through_the_role_and_the_boot_unit(lab):
     """Each node's /sys is served by the kernel model through FUSE (lab/components/node_kernel.py):
     over SSH an EPP write under the performance governor is EBUSY and a read-only attribute EACCES
@@ -522,7 +513,9 @@ def test_the_nodes_kernel_refuses_what_a_kernel_refuses_through_the_role_and_the
     assert result.rc == 0, str(result)
     assert _other_controls(lab, host) == APPLIED
 
-    _power_cycle_locked(lab, host)
+    # a power cycle after which the firmware has locked the RAPL power limits (the MSR lock bit):
+    # nothing in sysfs says so until a limit is written, which the kernel refuses (EACCES)
+    lab.power_cycle(host, powercap="locked")
     power_on = _other_controls(
         lab, host, fake_sysfs.build_tree(lab.base / "locked-power-on", HOSTS[host][0], powercap="locked")
     )
