@@ -38,6 +38,15 @@ The other controls (checked against the kernel source, cited where the rule is a
   never compared with ``max_power_uw``; a time window is encoded as 2^Y * (1 + F/4) * 976 us;
   ``enabled`` is ``kstrtobool``. ``name``, ``max_power_uw``, ``energy_uj`` ...: EACCES.
 * hwmon: every attribute of these trees is read-only (EACCES).
+
+RAPL ``energy_uj`` is computed when it is read, as the kernel computes it from the energy-status
+MSR: where the lab's power meter (lab/components/node_power.py) runs, it publishes each metered
+zone's counter at an instant and the power it draws from then on (``publish_meter``, a file in the
+tree's root, which no node sees: only subtrees are grafted at /sys), and a read shows
+``(counter + power x time since) mod (max_energy_range_uj + 1)`` on CLOCK_MONOTONIC, which every
+process of the machine shares. Two reads a millisecond apart differ by a millisecond's energy;
+nothing ticks. Without a published zone (the unit tests, test_node_power's node hosts, the dram
+sub-zone) the file's value is shown.
 """
 
 from __future__ import annotations
@@ -47,11 +56,32 @@ import json
 import os
 import pathlib
 import re
+import time
 
 try:  # the unit tests import the collection by its name (mutation testing needs that name)
     from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import SysfsAccessor
 except ImportError:  # the lab's processes run from the checkout (lab/process.py PYTHONPATH)
     from plugins.module_utils._sysfs import SysfsAccessor
+
+METER = ".poweraware-meter.json"  # in the tree's root, beside lab/fake_sysfs.py's marker
+
+
+def publish_meter(root, at, zones) -> None:
+    """The power meter's record: ``zones`` maps a zone's directory (root-relative, symlinks resolved,
+    as ``FakeKernel.resolve`` gives it) to ``{"uj": counter at ``at``, "uw": power from then on in
+    microwatts, "max": max_energy_range_uj}``; ``at`` is ``time.monotonic()``. Replaced atomically."""
+    path = os.path.join(root, METER)
+    tmp = f"{path}.new"
+    # read-only from its creation, as the counters it stands for: it moves by itself, no run writes it
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o444), "w") as handle:
+        json.dump({"at": at, "zones": zones}, handle, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def metered_energy(zone, at, now) -> int:
+    """A published zone's counter at ``now``: it wraps at ``max`` as the kernel's does."""
+    return (zone["uj"] + round(zone["uw"] * max(0.0, now - at))) % (zone["max"] + 1)
+
 
 ACTIVE = ("intel_pstate", "amd-pstate-epp")
 EPP_VALUES = {
@@ -223,8 +253,13 @@ class Policy:
 class FakeKernel(SysfsAccessor):
     """Kernel model over a fake sysfs tree; inject it instead of ``SysfsAccessor``."""
 
-    def __init__(self, root, clamp=True):
+    def __init__(self, root, clamp=True, clock=time.monotonic):
         super().__init__(str(root))
+        self._clock = clock
+        self._meter_path = os.path.join(self.root, METER)
+        self._meter_seen = None  # (inode, mtime) of the record read last
+        self._meter = {}
+        self._real_root = os.path.realpath(self.root)  # resolve() runs on every read the lab's kernel serves
         self.clamp = clamp
         self.writes = []
         self._failures = []
@@ -355,22 +390,63 @@ class FakeKernel(SysfsAccessor):
         else:
             self.raw_write(real, rapl_time_window(value))
 
+    def resolve(self, rel):
+        real = os.path.realpath(self.path(rel))
+        inside = self._real_root.rstrip("/") + "/"
+        return real[len(inside) :] if real.startswith(inside) else os.path.relpath(real, self._real_root)
+
     def _policy_for(self, rel):
         real = self.resolve(rel)
         directory, attr = os.path.split(real)
         return self.policies.get(directory), attr
 
+    def _meter_record(self):
+        """The power meter's record as published last ({} without one)."""
+        try:
+            info = os.stat(self._meter_path)
+        except FileNotFoundError:
+            self._meter_seen, self._meter = None, {}
+            return self._meter
+        seen = (info.st_ino, info.st_mtime_ns)
+        if seen != self._meter_seen:
+            try:
+                with open(self._meter_path) as handle:
+                    self._meter = json.load(handle)
+            except (OSError, ValueError):
+                return self._meter  # replaced under us: the one read before still holds
+            self._meter_seen = seen
+        return self._meter
+
+    def _energy_now(self, rel):
+        """A metered zone's ``energy_uj`` at this instant, or None (not metered: the file holds it)."""
+        if os.path.basename(rel) != "energy_uj":
+            return None
+        record = self._meter_record()
+        zone = record.get("zones", {}).get(os.path.dirname(self.resolve(rel)))
+        return None if zone is None else metered_energy(zone, record["at"], self._clock())
+
     # accessor interface
     def show(self, rel):
         """What read(2) of the attribute returns (the bytes, newline included), under the read rules."""
-        self.read(rel)
-        return pathlib.Path(self.path(rel)).read_bytes()
+        self._check_readable(rel)
+        energy = self._energy_now(rel)
+        if energy is not None:
+            return f"{energy}\n".encode()
+        with open(self.path(rel), "rb") as handle:
+            return handle.read()
+
+    def _check_readable(self, rel):
+        """A policy's attributes read EBUSY while the policy is inactive (all its CPUs offline)."""
+        pol, _attr = self._policy_for(rel)
+        if pol is not None and not pol.active:
+            raise _oserror(errno.EBUSY, self.path(rel))
 
     def read(self, rel):
         if self.exists(rel):
-            pol, _attr = self._policy_for(rel)
-            if pol is not None and not pol.active:
-                raise _oserror(errno.EBUSY, self.path(rel))
+            self._check_readable(rel)
+            energy = self._energy_now(rel)
+            if energy is not None:
+                return str(energy)
         return super().read(rel)
 
     def write(self, rel, value):

@@ -18,8 +18,9 @@ lab/node_init.py grafts the subtrees from there. Every system call then meets th
 * modes and owners are the tree's, enforced by the kernel (``default_permissions``): a root-only
   ``energy_uj`` (0400) is EACCES for other users; every user may read the rest (``allow_other``).
 
-The node's power meter (lab/components/node_power.py) keeps advancing the energy counters in the
-tree; reads see them at once (no page cache: ``direct_io``). A power cycle rebuilds the tree
+RAPL ``energy_uj`` is computed at the instant of the read from what the node's power meter
+(lab/components/node_power.py) published, the counter and the power since (lab/fake_kernel.py);
+every other attribute is read from the tree as it is now (no page cache: ``direct_io``). A power cycle rebuilds the tree
 (lab/nodes.py ``power_on_kernel``) while this process is stopped with the node; it starts again
 with a fresh model, as a kernel boots. The model is reloaded too when the tree is rebuilt under it
 (its marker file changes), so a test that rebuilds a tree in place meets the new kernel.
@@ -56,6 +57,7 @@ class KernelFS(mfusepy.Operations):
 
     def __init__(self, tree: pathlib.Path):
         self.tree = pathlib.Path(tree)
+        self._marker = str(self.tree / fake_sysfs.MARKER)  # a string: stat on every read
         self._model: fake_kernel.FakeKernel | None = None
         self._built: tuple | None = None
         self._handles = itertools.count(1)
@@ -72,7 +74,7 @@ class KernelFS(mfusepy.Operations):
     def model(self) -> fake_kernel.FakeKernel:
         """The kernel model of the tree as built now (a rebuilt tree has a new marker file)."""
         try:
-            info = os.stat(self.tree / fake_sysfs.MARKER)
+            info = os.stat(self._marker)
             built = (info.st_ino, info.st_mtime_ns)
         except FileNotFoundError:
             built = None

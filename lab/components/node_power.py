@@ -5,20 +5,22 @@ count that energy. The lab's fake kernels (lab/fake_sysfs.py) are plain files, s
 the hardware: each node (the workers and the control plane) is a SPECpower_ssj2008 server
 (``../shared/data/specpower/servers.csv``, read in place; chosen per lab shape by ``choose_servers``
 and ``choose_control_plane_server`` and recorded in the node's label
-``lab.poweraware.io/specpower-server``), and every ``TICK`` seconds it adds to each package zone's
-``energy_uj`` the energy the server's curve gives at the node's current CPU utilisation, split
-evenly over the node's packages, wrapping at ``max_energy_range_uj`` as the kernel's counter does.
-The platform zone (psys) counts the whole server's energy. The node's ``/proc/stat`` (lab/fake_procfs.py)
-counts CPU time at the same utilisation, so its exporters see the load that draws the power.
+``lab.poweraware.io/specpower-server``), and each package zone draws the power the server's curve
+gives at the node's current CPU utilisation, split evenly over the node's packages; the platform
+zone (psys) draws the whole server's. The meter publishes each zone's counter and power whenever
+the power changes (lab/fake_kernel.py ``publish_meter``), and the node's kernel computes ``energy_uj``
+when it is read, wrapping at ``max_energy_range_uj`` as the kernel's counter does: no counter ticks.
+The node's ``/proc/stat`` (lab/fake_procfs.py) counts CPU time at the same utilisation, every
+``TICK`` seconds, so its exporters see the load that draws the power.
 
 Utilisation is the CPU the node's pods use over the node's allocatable CPU, capped at 100 %: for
 the pods in phase ``Running``, each container's CPU request (init containers not counted), except
 a container of a stress image (lab/images.py ``cpu_use``, the power demo's stress-ng), which uses
 what its stress-ng arguments stress (lab/stress_ng.py) while its status says it runs, and nothing
 between two runs (the demo's ``--timeout`` ends it, kubelet restarts it after a back-off); the API
-is read every ``POLL`` seconds. Each write replaces the counter file
-atomically (its mode kept: root-only counters stay 0400), so a reader never sees half a number; a
-counter the roles' reboot rebuilt is continued from its new value.
+is read every ``POLL`` seconds. At each publication the counter file is also replaced atomically
+with the counter's value then (its mode kept: root-only counters stay 0400), for whoever reads the
+tree itself; a counter a power cycle rebuilt is continued from its new value.
 
 What it simulated last is in ``<state>/node-power.json`` (per node: server, utilisation, watts,
 packages, TDP, and the power in percent of TDP), which tests compare the telemetry against.
@@ -37,13 +39,13 @@ import time
 import urllib.error
 
 from benchmarks import _specpower  # one reader of the data set: the benchmarks'
-from lab import fake_procfs, images, stress_ng
+from lab import fake_kernel, fake_procfs, fake_sysfs, images, stress_ng
 from lab.api import Api
 from lab.kubelet_pods import reference_of, resolve_command
 from lab.process import LabProcess, python_module
 from plugins.module_utils._quantity import parse_cpu_quantity  # the collection's quantity grammar
 
-TICK = 0.1  # a collectd interval of 10 s sees at most 1 % of error from the step
+TICK = 0.1  # /proc/stat's step: a collectd interval of 10 s sees at most 1 % of error from it
 POLL = 1.0
 SERVER_LABEL = "lab.poweraware.io/specpower-server"
 STATUS_FILE = "node-power.json"
@@ -160,10 +162,15 @@ class Meter:
     util: float = 0.0
     # the node's /proc/stat (lab/fake_procfs.py): its CPU times follow the same utilisation
     cpu_times: fake_procfs.CpuTimes = dataclasses.field(init=False, repr=False)
-    # found once: a reboot rebuilds the tree at the same paths (add_energy skips a missing counter)
+    # found once: a power cycle rebuilds the tree at the same paths (publish waits for its counters)
     _zones: tuple[list[pathlib.Path], list[pathlib.Path]] = dataclasses.field(
         default_factory=lambda: ([], []), init=False, repr=False
     )
+    # what the node's kernel computes energy_uj from: the record published last, the tree it was
+    # published for (lab/fake_sysfs.py's marker: a power cycle rebuilds the tree) and the power then
+    _published: dict | None = dataclasses.field(default=None, init=False, repr=False)
+    _published_for: tuple | None = dataclasses.field(default=None, init=False, repr=False)
+    _published_watts: float | None = dataclasses.field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.cpu_times = fake_procfs.CpuTimes(fake_procfs.stat_path(self.sysfs), self.sysfs)
@@ -190,18 +197,44 @@ class Meter:
         self._zones = (packages, platform)
         return self._zones
 
-    def advance(self, seconds: float) -> None:
-        # CPU time with the energy, every tick: a 10 s collectd interval pairs them within 1 % when
-        # the load steps (at 0.5 s a step from 0 to 100 % put 5 points of utilisation on the wrong side)
+    def advance(self, seconds: float, now: float | None = None) -> None:
+        """``seconds`` more of CPU time at the current utilisation, and the energy counters published
+        anew if the power changed (``now``: ``time.monotonic()``, the clock the node's kernel reads)."""
+        # CPU time every tick: a 10 s collectd interval pairs it with the energy (exact at any instant)
+        # within 1 % when the load steps (at 0.5 s a step from 0 to 100 % put 5 points on the wrong side)
         self.cpu_times.advance(seconds, self.util)
-        packages, platform = self.zones()
-        if not packages:
+        self.publish(time.monotonic() if now is None else now)
+
+    def publish(self, now: float) -> None:
+        """Publish every zone's counter at ``now`` and the power it draws from then on, when the power
+        changed or the tree was rebuilt since the last publication; otherwise nothing (no write)."""
+        built = _tree_built(self.sysfs)
+        watts = self.watts
+        if self._published is not None and built == self._published_for and watts == self._published_watts:
             return
-        joules = self.watts * seconds
-        for zone in packages:
-            add_energy(zone, joules / len(packages))
-        for zone in platform:
-            add_energy(zone, joules)
+        packages, platform = self.zones()
+        if not packages or built is None:
+            return
+        same_tree = self._published is not None and built == self._published_for
+        shares = [(zone, watts / len(packages)) for zone in packages] + [(zone, watts) for zone in platform]
+        zones = {}
+        for zone, share_w in shares:
+            rel = str(zone.relative_to(self.sysfs))
+            before = self._published["zones"].get(rel) if same_tree else None
+            try:
+                limit = before["max"] if before else int((zone / "max_energy_range_uj").read_text())
+                counter = (
+                    fake_kernel.metered_energy(before, self._published["at"], now)
+                    if before
+                    else int((zone / "energy_uj").read_text())
+                )
+            except (OSError, ValueError):
+                return  # being rebuilt (a power cycle): the next tick publishes from the new counters
+            zones[rel] = {"uj": counter, "uw": share_w * 1e6, "max": limit}
+        for zone, _share in shares:
+            write_counter(zone, zones[str(zone.relative_to(self.sysfs))]["uj"])
+        fake_kernel.publish_meter(self.sysfs, now, zones)
+        self._published, self._published_for, self._published_watts = {"at": now, "zones": zones}, built, watts
 
     def status(self) -> dict:
         packages, _platform = self.zones()
@@ -218,19 +251,26 @@ class Meter:
         }
 
 
-def add_energy(zone: pathlib.Path, joules: float) -> None:
-    """energy_uj += joules, modulo max_energy_range_uj, replacing the file atomically."""
+def _tree_built(sysfs: pathlib.Path) -> tuple | None:
+    """(inode, mtime) of the tree's marker: new when a power cycle rebuilt the tree; None while it is built."""
+    try:
+        info = os.stat(sysfs / fake_sysfs.MARKER)
+    except OSError:
+        return None
+    return (info.st_ino, info.st_mtime_ns)
+
+
+def write_counter(zone: pathlib.Path, value: int) -> None:
+    """The zone's energy_uj file holds ``value``, replaced atomically with its mode kept."""
     path = zone / "energy_uj"
     try:
-        current = int(path.read_text())
-        limit = int((zone / "max_energy_range_uj").read_text())
         mode = path.stat().st_mode & 0o777
-    except (OSError, ValueError):
-        return  # being rebuilt (a reboot): the next tick continues from the new counter
-    value = (current + round(joules * 1e6)) % (limit + 1)
+    except OSError:
+        return  # being rebuilt: the next publication writes the new tree
     tmp = zone / ".energy_uj.new"
-    tmp.write_text(f"{value}\n")
-    os.chmod(tmp, mode)
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "w") as handle:
+        handle.write(f"{value}\n")
+    os.chmod(tmp, mode)  # the umask may have taken bits from it
     os.replace(tmp, path)
 
 
@@ -265,7 +305,7 @@ def run(api: Api, meters: list[Meter], status_path: pathlib.Path) -> None:
                 log(f"cannot read the cluster ({exc}); power stays at the last utilisation")
             write_status(status_path, meters)
         for meter in meters:
-            meter.advance(now - last)
+            meter.advance(now - last, now)
         last = now
         time.sleep(max(0.0, TICK - (time.monotonic() - now)))
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 
 import mfusepy
 import pytest
 
-from lab import fake_sysfs
+from lab import fake_kernel, fake_sysfs
 from lab.components import node_kernel
 
 POLICY = "/devices/system/cpu/cpufreq/policy0"
@@ -94,6 +95,30 @@ def test_a_read_is_shown_once_per_open_file(fs):
     assert fs.read(path, 4096, 4, fh) == b"56789\n"  # the rest of what was shown, not a torn number
     fs.release(path, fh)
     assert show(fs, path) == b"987654321\n"
+
+
+def test_a_metered_counter_is_computed_when_read(fs):
+    """The power meter publishes a counter and a power; each read shows the energy up to its instant."""
+    zone = "devices/virtual/powercap/intel-rapl/intel-rapl:0"
+    path = f"/{zone}/energy_uj"
+    at, uw = time.monotonic(), 2e9  # 2 kW: 2 J in a millisecond
+    fake_kernel.publish_meter(fs.tree, at, {zone: {"uj": 1000, "uw": uw, "max": 10**15}})
+    readings = []
+    for _ in range(2):
+        before = time.monotonic()
+        value = int(show(fs, path))
+        readings.append(value)
+        after = time.monotonic()
+        assert 1000 + uw * (before - at) - 1 <= value <= 1000 + uw * (after - at) + 1
+        time.sleep(0.01)
+    assert readings[1] - readings[0] >= uw * 0.01 - 1  # at least the sleep's energy, nothing written
+    assert (fs.tree / path.lstrip("/")).read_text() == "123456789\n"  # the file is not what is shown
+    # the class link shows the same counter; a zone the meter does not publish shows its file
+    assert int(show(fs, "/class/powercap/intel-rapl:0/energy_uj")) >= readings[1]
+    assert (
+        show(fs, "/devices/virtual/powercap/intel-rapl/intel-rapl:1/energy_uj")
+        == (fs.tree / "devices/virtual/powercap/intel-rapl/intel-rapl:1/energy_uj").read_bytes()
+    )
 
 
 def test_offline_policies_read_busy(tmp_path):

@@ -1,5 +1,6 @@
 """The lab's power meter (lab/components/node_power.py): servers per worker, utilisation from the
-pods' requests, energy counters that advance, wrap and keep their mode, on the lab's real layout."""
+pods' requests, energy counters the node's kernel counts when they are read (lab/fake_kernel.py), that
+wrap and keep their mode, on the lab's real layout."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import stat
 import pytest
 
 from benchmarks import _specpower
-from lab import fake_sysfs
+from lab import fake_kernel, fake_sysfs
 from lab.components import node_power
 
 
@@ -18,6 +19,7 @@ def server(server_id: str, chips: int, watts: tuple[float, ...]) -> _specpower.S
 
 
 FLAT = tuple(float(100 + 10 * i) for i in range(11))  # 100 W idle .. 200 W at 100 %
+ZONES = ("intel-rapl:0", "intel-rapl:1", "intel-rapl:2")  # the packages and psys of a 2-package tree
 
 
 def test_servers_are_spread_over_idle_power_and_match_the_packages():
@@ -118,34 +120,77 @@ def test_a_stress_container_uses_what_its_arguments_stress_while_it_runs():
     ) == {"w1": 37.5}
 
 
-def test_energy_follows_the_curve_split_over_packages_and_wraps(tmp_path):
+def test_energy_is_counted_when_read_split_over_packages_and_wraps(tmp_path):
     sysfs = fake_sysfs.build_tree(tmp_path / "sys", "intel_idle_uncore", energy_readable=False)  # 2 packages
     control = sysfs / node_power.POWERCAP
+    clock = [1000.0]
+    kernel = fake_kernel.FakeKernel(sysfs, clock=lambda: clock[0])  # what the node's kernel shows
+
+    def counters():
+        return {z: int(kernel.show(f"{node_power.POWERCAP}/{z}/energy_uj")) for z in ZONES}
+
     meter = node_power.Meter("w1", server("s", 2, FLAT), sysfs, util=50.0)
-    before = {z: int((control / z / "energy_uj").read_text()) for z in ("intel-rapl:0", "intel-rapl:1", "intel-rapl:2")}
-    dram = (control / "intel-rapl:0" / "intel-rapl:0:0" / "energy_uj").read_text()
-    meter.advance(2.0)  # 150 W for 2 s: 300 J, 150 J per package, psys all of it
-    after = {z: int((control / z / "energy_uj").read_text()) for z in before}
+    before = counters()  # nothing published yet: the files' values
+    assert before == {z: int((control / z / "energy_uj").read_text()) for z in ZONES}
+    dram = kernel.show(f"{node_power.POWERCAP}/intel-rapl:0/intel-rapl:0:0/energy_uj")
+    meter.advance(0.1, now=1000.0)  # publishes 150 W: 75 W per package, psys all of it
+    assert counters() == before
+    clock[0] = 1002.0  # 2 s later, with nothing written since: 300 J, 150 J per package
+    after = counters()
     assert after["intel-rapl:0"] - before["intel-rapl:0"] == 150_000_000
     assert after["intel-rapl:1"] - before["intel-rapl:1"] == 150_000_000
     assert after["intel-rapl:2"] - before["intel-rapl:2"] == 300_000_000  # psys
-    assert (control / "intel-rapl:0" / "intel-rapl:0:0" / "energy_uj").read_text() == dram
-    # root-only counters stay root-only, and the class links see the same file
+    clock[0] = 1002.001  # a millisecond's energy, not a tick's
+    assert counters()["intel-rapl:2"] - after["intel-rapl:2"] == 150_000
+    assert kernel.show(f"{node_power.POWERCAP}/intel-rapl:0/intel-rapl:0:0/energy_uj") == dram  # not metered
+    # the class links and the accessor interface show the same counter
+    assert int(kernel.read("class/powercap/intel-rapl:0/energy_uj")) == counters()["intel-rapl:0"]
+
+    # the same power again publishes nothing; a new power continues from the counter at that instant
+    published = (sysfs / fake_kernel.METER).stat().st_mtime_ns
+    meter.advance(0.1, now=1003.0)
+    assert (sysfs / fake_kernel.METER).stat().st_mtime_ns == published
+    meter.util = 0.0  # 100 W: 50 W per package
+    meter.advance(0.1, now=1004.0)
+    at_change = {z: int((control / z / "energy_uj").read_text()) for z in ZONES}  # the files follow each publication
+    assert at_change["intel-rapl:0"] - before["intel-rapl:0"] == 300_000_000
+    clock[0] = 1006.0
+    assert counters()["intel-rapl:0"] - at_change["intel-rapl:0"] == 100_000_000
+    # root-only counters stay root-only
     assert stat.S_IMODE(os.stat(control / "intel-rapl:0" / "energy_uj").st_mode) == 0o400
-    assert int((sysfs / "class/powercap/intel-rapl:0/energy_uj").read_text()) == after["intel-rapl:0"]
+    assert not list(control.glob("**/.energy_uj.new"))
+
     # near the top of the range the counter wraps as the kernel's does
     limit = int((control / "intel-rapl:1" / "max_energy_range_uj").read_text())
     (control / "intel-rapl:1" / "energy_uj").write_text(f"{limit - 1_000_000}\n")
-    meter.advance(0.1)  # 7.5 J on each package
-    assert int((control / "intel-rapl:1" / "energy_uj").read_text()) == 7_500_000 - 1_000_000 - 1
-    assert not list(control.glob("**/.energy_uj.new"))
-    status = meter.status()  # what tests compare package_power_avg against: 75 W of a 100 W TDP each
+    fresh = node_power.Meter("w1", server("s", 2, FLAT), sysfs, util=50.0)  # a new meter reads the files
+    fresh.advance(0.1, now=2000.0)
+    clock[0] = 2000.1  # 7.5 J on each package
+    assert counters()["intel-rapl:1"] == 7_500_000 - 1_000_000 - 1
+    status = meter.status()  # what tests compare package_power_avg against: 50 W of a 100 W TDP each
     assert (status["packages"], status["package_tdp_w"], status["watts"], status["tdp_percent"]) == (
         2,
         100.0,
-        150.0,
-        75.0,
+        100.0,
+        50.0,
     )
+
+
+def test_a_power_cycle_continues_from_the_rebuilt_counters(tmp_path):
+    sysfs = fake_sysfs.build_tree(tmp_path / "sys", "intel_idle_uncore")
+    clock = [10.0]
+    kernel = fake_kernel.FakeKernel(sysfs, clock=lambda: clock[0])
+    rel = f"{node_power.POWERCAP}/intel-rapl:0/energy_uj"
+    meter = node_power.Meter("w1", server("s", 2, FLAT), sysfs, util=100.0)  # 200 W, 100 W per package
+    meter.advance(0.1, now=10.0)
+    clock[0] = 100.0
+    assert int(kernel.show(rel)) > int((sysfs / rel).read_text())  # 90 s counted, nothing written
+    fake_sysfs.build_tree(sysfs, "intel_idle_uncore", rebuild=True)  # power-on values, no record
+    fresh = int((sysfs / rel).read_text())
+    assert int(kernel.show(rel)) == fresh
+    meter.advance(0.1, now=100.0)  # same power, but a new tree: published from its counters
+    clock[0] = 101.0
+    assert int(kernel.show(rel)) - fresh == 100_000_000
 
 
 def test_a_missing_data_set_says_where_to_put_it(tmp_path, monkeypatch):
