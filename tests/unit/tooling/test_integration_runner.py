@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import os
 import pathlib
+import subprocess
 import sys
 
 import pytest
@@ -175,6 +177,53 @@ def test_background_runs_the_standalone_tests_then_the_checks_at_the_lowest_prio
     calls.clear()
     assert runner.background([], tmp_path, None, None, None, {}) == {"standalone": 0}  # make integration: no checks
     assert len(calls) == 1
+
+
+def test_the_background_cgroup_has_a_small_cpu_share_in_either_hierarchy(tmp_path):
+    runner = _runner()
+    v1, v2 = tmp_path / "v1", tmp_path / "v2"
+    v1.mkdir()
+    v2.mkdir()
+    (v2 / "cgroup.subtree_control").write_text("memory pids\n")
+    assert runner.background_cgroup(v1, v2) is None  # no cpu controller: nice alone
+    (v2 / "cgroup.subtree_control").write_text("cpuset cpu io memory pids\n")
+    procs = runner.background_cgroup(v1, v2)
+    assert procs == v2 / "poweraware-background" / "cgroup.procs"
+    assert (procs.parent / "cpu.weight").read_text() == "12\n"  # of a session's 100
+    (v1 / "cpu.shares").write_text("1024\n")  # cgroup v1's cpu controller is preferred where mounted
+    procs = runner.background_cgroup(v1, v2)
+    assert procs == v1 / "poweraware-background" / "cgroup.procs"
+    assert (procs.parent / "cpu.shares").read_text() == "128\n"  # of a session's 1024
+    assert runner.background_cgroup(v1, v2) == procs  # made once, reused
+    (procs.parent / "cpu.shares").chmod(0o444)
+    if os.geteuid() != 0:  # root writes a 0444 file: only a user meets the refusal
+        assert runner.background_cgroup(v1, v2) is None
+    assert runner.background_cgroup(tmp_path / "none", tmp_path / "none") is None
+
+
+def test_a_confined_command_enters_the_cgroup_before_it_runs(tmp_path):
+    runner = _runner()
+    argv = [sys.executable, "-c", "import os; print(os.getppid(), os.getpid())"]
+    assert runner.confined(argv, None) == argv
+    procs = tmp_path / "cgroup.procs"
+    procs.write_text("")
+    out = subprocess.run(runner.confined(argv, procs), capture_output=True, text=True, check=True)
+    # the shell wrote its pid and then became the command (exec): the same process
+    assert procs.read_text().strip() == out.stdout.split()[1]
+    # a cgroup that refuses the write still runs the command, quietly
+    gone = tmp_path / "gone" / "cgroup.procs"
+    out = subprocess.run(runner.confined(argv, gone), capture_output=True, text=True, check=True)
+    assert out.stderr == "" and len(out.stdout.split()) == 2
+
+
+def test_background_runs_both_commands_in_the_cgroup(tmp_path, monkeypatch):
+    runner = _runner()
+    calls = []
+    monkeypatch.setattr(runner.subprocess, "call", lambda argv, **_kw: calls.append(argv) or 0)
+    procs = tmp_path / "cgroup.procs"
+    assert runner.background([], tmp_path, "make lint", None, None, {}, procs) == {"standalone": 0, "checks": 0}
+    assert [c[:4] for c in calls] == [["sh", "-c", runner._ENTER, str(procs)]] * 2
+    assert calls[1][4:] == ["nice", "-n", "19", "sh", "-c", "make lint"]
 
 
 def test_make_test_runs_the_checks_behind_the_integration_tests():
