@@ -123,9 +123,15 @@ def _check_khz(spec, key, problems):
         return None
     if value % RATIO_KHZ:
         down = value - value % RATIO_KHZ
+        # below one step the kernel's ratio would be 0, which it refuses (EINVAL): only the step up is a fix
+        fix = (
+            f"it would be ratio 0, which the kernel refuses; use {RATIO_KHZ}"
+            if down == 0
+            else f"the kernel truncates it to {down}; use {down} or {down + RATIO_KHZ}"
+        )
         problems.append(
-            f"uncore.{key}={value} is not a multiple of {RATIO_KHZ} kHz: the uncore ratio is set in 100 MHz "
-            f"steps and the kernel truncates it to {down}; use {down} or {down + RATIO_KHZ}"
+            f"uncore.{key}={value} is not a multiple of {RATIO_KHZ} kHz: "
+            f"the uncore ratio is set in 100 MHz steps and {fix}"
         )
         return None
     return value

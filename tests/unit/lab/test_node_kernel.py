@@ -104,7 +104,7 @@ def test_a_metered_counter_is_computed_when_read(fs):
     at, uw = time.monotonic(), 2e9  # 2 kW: 2 J in a millisecond
     fake_kernel.publish_meter(fs.tree, at, {zone: {"uj": 1000, "uw": uw, "max": 10**15}})
     readings = []
-    for _ in range(2):
+    for _reading in range(2):
         before = time.monotonic()
         value = int(show(fs, path))
         readings.append(value)

@@ -142,3 +142,121 @@ def test_the_filter_takes_a_lookup_and_node_objects():
     assert peaks_plan([], "power_model", "Peaks", WATCHER)["errors"][0].startswith("ConfigMap: not found")
     with pytest.raises(Exception, match="expected the resources list of a ConfigMap lookup"):
         peaks_plan({"data": {}}, "power_model", "Peaks", WATCHER)
+
+
+NOT_FOUND = (
+    "ConfigMap kube-system/m: not found: the power_models role publishes it (power_models_peaks_configmap_enabled); "
+    "run the power models first, or point peaks_models_configmap at your own"
+)
+BAD_ADDRESS = (
+    "load-watcher address {!r}: expected http(s)://host:port, for example http://load-watcher.kube-system.svc:2020"
+)
+WHERE = "ConfigMap kube-system/m key power_model"
+
+
+@pytest.mark.parametrize(
+    ("configmaps", "name", "watcher", "errors"),
+    [
+        (
+            None,
+            "default-scheduler",
+            "nope",
+            [
+                "peaks_scheduler_name: default-scheduler is the cluster's kube-scheduler: two schedulers would race "
+                "for every pod; choose another name (upstream's is Peaks)",
+                BAD_ADDRESS.format("nope"),
+                NOT_FOUND,
+            ],
+        ),
+        (
+            {"data": {"b": "{}", "a": "{}"}},
+            "  ",
+            None,
+            [
+                "peaks_scheduler_name: empty: pods opt in with this schedulerName; upstream's is Peaks",
+                BAD_ADDRESS.format(None),
+                "ConfigMap kube-system/m: has no key 'power_model' (keys: a, b): set peaks_models_configmap_key",
+            ],
+        ),
+        (
+            {"data": None},
+            5,
+            WATCHER,
+            [
+                "peaks_scheduler_name: empty: pods opt in with this schedulerName; upstream's is Peaks",
+                "ConfigMap kube-system/m: has no key 'power_model' (keys: none): set peaks_models_configmap_key",
+            ],
+        ),
+        (
+            {"data": {"power_model": "[]"}},
+            "Peaks",
+            WATCHER,
+            [f"{WHERE}: expected a JSON object of node name -> {{k0, k1, k2}}, got list"],
+        ),
+        (
+            {"data": {"power_model": "{}"}},
+            "Peaks",
+            WATCHER,
+            [
+                f"{WHERE}: no node has a Peaks model: without models Peaks scores every node alike; fit them first "
+                "(the power_models role with power_models_peaks_configmap_enabled)"
+            ],
+        ),
+    ],
+)
+def test_the_messages_in_full(configmaps, name, watcher, errors):
+    result = _peaks.plan(configmaps, "power_model", name, watcher, ["n1"], where="ConfigMap kube-system/m")
+    assert result == {"config": {}, "models": {}, "nodes_without_model": ["n1"], "errors": errors}
+
+
+def test_text_that_is_no_json_is_named_with_the_parser_s_reason():
+    with pytest.raises(ValueError) as parse_error:
+        json.loads("{")
+    result = _peaks.plan({"data": {"power_model": "{"}}, "power_model", "Peaks", WATCHER, where="CM")
+    assert result["errors"] == [
+        f"CM key power_model: not JSON ({parse_error.value}): publish it again with the power_models role"
+    ]
+
+
+def test_every_bad_model_in_full_in_node_order():
+    models = {
+        "g": {"k2": "z", "zz": 1, "a": 2},
+        "a": {"k0": 1, "k1": 1},
+        "d": [1],
+        "f": {"k0": 0, "k1": -100, "k2": 0.05},
+        "e": {"k0": 0, "k1": 1, "k2": 100.0},
+        "ok": {"k0": 1, "k1": 1, "k2": 0.01},
+    }
+    result = _peaks.plan(configmap(models), "power_model", "Peaks", WATCHER, where="CM")
+    jump = "W, beyond the 9223 W Peaks can score (it multiplies watts by 1e15 into an int64): refit it"
+    # f: |-100 (e^5 - 1)| = 14741.3 W
+    assert result["errors"] == [
+        "CM key power_model: node 'a': missing k2",
+        "CM key power_model: node 'd': expected {k0, k1, k2}, got [1]",
+        f"CM key power_model: node 'e': the model's jump from 0 to 100 % is inf {jump}",
+        f"CM key power_model: node 'f': the model's jump from 0 to 100 % is 1.474e+04 {jump}",
+        "CM key power_model: node 'g': missing k0, k1; unknown a, zz; not finite numbers: k2='z' (Peaks reads float64)",
+    ]
+    assert result["models"] == {"ok": {"k0": 1.0, "k1": 1.0, "k2": 0.01}}
+    assert result["config"] == {}
+
+
+def test_without_a_place_the_messages_name_the_configmap():
+    assert _peaks.plan(None, "power_model", "Peaks", WATCHER)["errors"] == [
+        "ConfigMap: not found: the power_models role publishes it (power_models_peaks_configmap_enabled); run the "
+        "power models first, or point peaks_models_configmap at your own"
+    ]
+    assert _peaks.plan({"data": {"power_model": "[]"}}, "power_model", "Peaks", WATCHER)["errors"] == [
+        "ConfigMap key power_model: expected a JSON object of node name -> {k0, k1, k2}, got list"
+    ]
+
+
+def test_a_jump_of_exactly_the_most_peaks_can_hold_is_accepted():
+    # k2 = -10: e^(100 k2) underflows to 0.0, so the jump is |k1| exactly
+    exact = _peaks.plan(configmap({"n": {"k0": 0.0, "k1": 9223.0, "k2": -10.0}}), "power_model", "Peaks", WATCHER)
+    assert exact["errors"] == [] and exact["models"] == {"n": {"k0": 0.0, "k1": 9223.0, "k2": -10.0}}
+    above = _peaks.plan(configmap({"n": {"k0": 0.0, "k1": -9223.5, "k2": -10.0}}), "power_model", "Peaks", WATCHER)
+    assert above["errors"] == [
+        "ConfigMap key power_model: node 'n': the model's jump from 0 to 100 % is 9224 W, beyond the 9223 W Peaks "
+        "can score (it multiplies watts by 1e15 into an int64): refit it"
+    ]

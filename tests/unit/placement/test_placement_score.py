@@ -166,3 +166,129 @@ def test_wake_by_efficiency_prefers_the_node_that_runs_load_for_least_power():
     assert best_watts_per_cpu(lambda u: 50.0 + 0.5 * u, 8000) == pytest.approx(12.5)
     with pytest.raises(PlacementScoreError, match="options: wake: must be one of pod, efficiency"):
         rank_nodes(nodes, 1000, wake="cheapest")
+
+
+@pytest.mark.parametrize(
+    ("nodes", "memory", "message"),
+    [
+        (
+            [node("a", cpu_allocatable="4 cores")],
+            None,
+            "placement score: node 'a': cpu_allocatable: '4 cores' is not a Kubernetes CPU quantity "
+            "(examples: '250m', '2', '1.5')",
+        ),
+        (
+            [node("a", requested="x")],
+            None,
+            "placement score: node 'a': cpu_requested: 'x' is not a Kubernetes CPU quantity "
+            "(examples: '250m', '2', '1.5')",
+        ),
+        (
+            [node("a", memory_allocatable=10, memory_requested=-1)],
+            5,
+            "placement score: node 'a': memory_requested: must be a non-negative integer, got -1",
+        ),
+        (
+            [node("a", memory_allocatable="4Gi")],
+            5,
+            "placement score: node 'a': memory_allocatable: must be a non-negative integer, got '4Gi'",
+        ),
+        (
+            [node("a", memory_allocatable=True)],
+            5,
+            "placement score: node 'a': memory_allocatable: must be a non-negative integer, got True",
+        ),
+        (
+            [node("a"), {"cpu_capacity": 1000}],
+            None,
+            "placement score: nodes[1]: name: must be a non-empty string, got None",
+        ),
+        (
+            # only the prefix of power_score's message is reworded, not a name that happens to contain it
+            [node("power score: a"), node("power score: a")],
+            None,
+            "placement score: node 'power score: a': name: appears twice (nodes[0] and nodes[1])",
+        ),
+        ("abc", None, "placement score: nodes: nodes: expected a list of node mappings, got str"),
+        (None, None, "placement score: nodes: nodes: expected a list of node mappings, got NoneType"),
+    ],
+)
+def test_bad_input_messages_in_full(nodes, memory, message):
+    with pytest.raises(PlacementScoreError) as exc:
+        rank_nodes(nodes, 1000, memory)
+    assert str(exc.value) == message
+
+
+def test_a_node_without_requests_or_power_flag_is_an_empty_running_node():
+    bare = {"name": "bare", "cpu_capacity": 4000, "model": line(100.0, 200.0)}
+    (result,) = rank_nodes([bare], 4000)  # the pod takes the whole node: it still fits
+    assert result == {
+        "name": "bare",
+        "status": "on",
+        "cost_w": pytest.approx(100.0),
+        "util_after": pytest.approx(100.0),
+        "reason": "powered on; predicted power jump 100.00 W",
+        "score": 100,
+        "rank": 1,
+    }
+
+
+def test_cpu_fits_up_to_allocatable_inclusive():
+    nodes = [node("exact", line(10.0, 20.0), requested=1000), node("over", requested=1001)]
+    by = {r["name"]: r for r in rank_nodes([dict(n, cpu_allocatable=2000) for n in nodes], 1000)}
+    assert by["exact"]["status"] == "on" and by["exact"]["util_after"] == pytest.approx(50.0)
+    assert by["over"] == {
+        "name": "over",
+        "status": "unfit",
+        "cost_w": None,
+        "util_after": None,
+        "reason": "pod does not fit: CPU requested 1001m + pod 1000m > allocatable 2000m",
+        "score": 0,
+        "rank": 2,
+    }
+
+
+def test_allocatable_above_capacity_still_stops_at_full_utilisation():
+    # bad node data (allocatable > capacity): the pod fits by requests but would take the node past 100 %
+    nodes = [node("a", line(10.0, 20.0), capacity=4000, cpu_allocatable=5000)]
+    (result,) = rank_nodes(nodes, 4020)
+    assert result["status"] == "unfit" and result["cost_w"] is None
+    assert result["util_after"] == pytest.approx(100.5)
+    assert result["reason"] == "pod does not fit: utilisation would reach 100.5 % of CPU capacity"
+    assert rank_nodes(nodes, 4000)[0]["status"] == "on"  # exactly 100 % fits
+
+
+def test_memory_fits_up_to_allocatable_inclusive_and_counts_what_is_requested():
+    def status(memory_request, **memory):
+        return rank_nodes([node("a", line(10.0, 20.0), **memory)], 1000, memory_request)[0]
+
+    assert status(3072, memory_allocatable=4096, memory_requested=1024)["status"] == "on"
+    over = status(3073, memory_allocatable=4096, memory_requested=1024)
+    assert over["status"] == "unfit"
+    assert over["reason"] == "pod does not fit: memory requested 1024 + pod 3073 > allocatable 4096"
+    assert status(4096, memory_allocatable=4096)["status"] == "on"  # nothing requested yet
+    assert status(1, memory_allocatable=0)["status"] == "unfit"  # zero is a valid allocatable
+    assert status(0, memory_allocatable=0, memory_requested=0)["status"] == "on"
+    assert status(1 << 40)["status"] == "on"  # the node gives no memory figure: CPU only
+
+
+def test_scores_of_a_class_alone_and_of_close_or_equal_costs():
+    off = [node("w1", line(100.0, 200.0), off=True), node("w2", line(100.0, 300.0), off=True)]
+    # no running node: the wake band is still scored, 49 for the cheapest down to 2
+    assert [(r["name"], r["score"]) for r in rank_nodes(off, 1000)] == [("w1", 49), ("w2", 2)]
+    # jumps of 0.25 W and 0.5 W (a spread below one watt): still the whole band
+    close = [node("a", line(100.0, 101.0)), node("b", line(100.0, 102.0))]
+    assert [(r["name"], r["score"]) for r in rank_nodes(close, 1000)] == [("a", 100), ("b", 51)]
+    # equal jumps: all best
+    same = [node("a", line(100.0, 200.0)), node("b", line(100.0, 200.0))]
+    assert [r["score"] for r in rank_nodes(same, 1000)] == [100, 100]
+
+
+def test_a_pod_without_memory_request_may_say_zero():
+    ranked = rank_nodes([node("a", line(10.0, 20.0), memory_allocatable=0)], 1000, pod_memory_request=0)
+    assert ranked[0]["status"] == "on"
+
+
+def test_best_watts_per_cpu_looks_from_one_percent():
+    # P(u) = u^2 W on one CPU: u^2 / (u / 100) = 100 u W per CPU, least at the lowest utilisation tried
+    assert best_watts_per_cpu(lambda u: u * u, 1000) == pytest.approx(100.0)

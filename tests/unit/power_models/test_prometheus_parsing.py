@@ -111,6 +111,9 @@ def test_query_range_params_format_and_bounds():
         "or a shorter window"
     )
     assert "at step 0.5s" in message(prom.query_range_params, "up", 0, 6000, 0.5)
+    # Prometheus accepts 1100 s at a 100 ms step (it divides whole durations: 11000 steps, not more than
+    # 11000); so does the module, whose float floor division gives 1100 // 0.1 == 10999.0 (1100 / 0.1 is 11000.0)
+    assert prom.query_range_params("up", 0, 1100, 0.1)["step"] == "0.1"
     assert message(prom.query_range_params, "up", 10, 9, 1) == "the window is empty: start 10 is not before end 9"
     assert message(prom.query_range_params, " ", 0, 10, 1) == "query: must be a non-empty PromQL expression"
     assert message(prom.query_range_params, None, 0, 10, 1) == "query: must be a non-empty PromQL expression"

@@ -62,3 +62,15 @@ def test_the_default_utilisation_query_reads_what_collectd_exports():
     assert yaml.safe_load((ROOT / "roles/collectd/defaults/main.yml").read_text())["collectd_cpu_utilisation"] is True
     conf = (ROOT / "roles/collectd/templates/collectd.conf.j2").read_text()
     assert "LoadPlugin cpu" in conf and "ReportByCpu false" in conf and "ValuesPercentage true" in conf
+
+
+def test_service_url_picks_the_http_port_by_default_and_skips_services_it_cannot_call():
+    from ansible_collections.poweraware.k8s.plugins.module_utils import _prometheus as prom
+
+    two_ports = service(ports=({"name": "web", "port": 80}, {"name": "http", "port": 9091}))
+    assert prom.service_url([two_ports]) == "http://10.96.12.34:9091"
+    no_cluster_ip = {"spec": {"type": "ExternalName", "ports": [{"name": "http", "port": 9090}]}}
+    ambiguous = service(ip="10.96.0.8", ports=({"name": "a", "port": 1}, {"name": "b", "port": 2}))
+    assert prom.service_url([no_cluster_ip, None, ambiguous, service(ip="10.96.0.9")]) == "http://10.96.0.9:9090"
+    assert prom.service_url([no_cluster_ip]) == ""
+    assert prom.service_url(None) == ""

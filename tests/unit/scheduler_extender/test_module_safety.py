@@ -3,10 +3,13 @@ manifest cannot be replaced, leftovers found by absent, symlinks, unreadable fil
 
 from __future__ import annotations
 
+import datetime
 import os
 import pathlib
 import sys
+import time
 
+import pytest
 import yaml
 from ansible_collections.poweraware.k8s.plugins.module_utils import _node_files
 from ansible_collections.poweraware.k8s.plugins.modules import kube_scheduler_extender
@@ -273,3 +276,305 @@ def test_docs_example_shows_ca_file_and_no_invalid_links():
     tas = yaml.safe_load(kube_scheduler_extender.EXAMPLES)[0]["poweraware.k8s.kube_scheduler_extender"]
     assert set(tas["extenders"][0]["tls"]) == {"cert_file", "key_file", "ca_file"}
     assert TAS_EXTENDER["url_prefix"] == tas["extenders"][0]["url_prefix"]
+
+
+# --- _node_files on its own (plugins/module_utils/_node_files.py) ---------------------------------------
+def test_inside_is_lexical_and_stops_at_a_path_component():
+    assert _node_files.inside("/a/b", "/a") and _node_files.inside("/a", "/a/") and _node_files.inside("/a/", "/a")
+    assert _node_files.inside("/etc/x", "/") and _node_files.inside("a//b/", "a")
+    assert not _node_files.inside("/ab", "/a")
+    assert not _node_files.inside("/srv/x", "/srvX")
+    assert not _node_files.inside("/a/b/../../c", "/a")
+
+
+def copying_move(calls):
+    """A move like Ansible's atomic_move: an existing target keeps its mode (its inode is written)."""
+
+    def move(tmp, path):
+        calls.append((tmp, path))
+        with open(tmp, "rb") as source, open(path, "wb") as target:
+            target.write(source.read())
+        os.unlink(tmp)
+
+    return move
+
+
+@pytest.fixture
+def no_umask():
+    """Modes as the code gives them (the umask of a real run only takes bits away)."""
+    mask = os.umask(0)
+    yield
+    os.umask(mask)
+
+
+def test_atomic_write_creates_the_directory_and_a_new_file_with_the_mode(tmp_path, no_umask):
+    calls = []
+    target = tmp_path / "new" / "dir" / "conf.yaml"
+    _node_files.atomic_write(str(target), "é\n", move=copying_move(calls))
+    assert target.read_bytes() == "é\n".encode()
+    assert oct(target.stat().st_mode & 0o777) == oct(0o600)
+    assert oct(target.parent.stat().st_mode & 0o777) == oct(0o755)
+    ((tmp, path),) = calls
+    assert path == str(target)
+    assert os.path.dirname(tmp) == str(target.parent)
+    assert os.path.basename(tmp).startswith(".conf.yaml.") and tmp.endswith(".tmp")
+    assert os.listdir(target.parent) == ["conf.yaml"]
+
+
+def test_atomic_write_keeps_the_mode_of_an_existing_file_when_the_move_does(tmp_path):
+    target = tmp_path / "conf.yaml"
+    target.write_text("old")
+    target.chmod(0o640)
+    _node_files.atomic_write(str(target), b"new", mode=0o600, prefix=".x.", move=copying_move([]))
+    assert target.read_bytes() == b"new"
+    assert oct(target.stat().st_mode & 0o777) == oct(0o640)
+
+
+def test_atomic_write_default_move_gives_the_mode_and_a_relative_path_lands_in_the_cwd(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "plain").write_text("old")
+    (tmp_path / "plain").chmod(0o600)
+    _node_files.atomic_write("plain", "text", mode=0o644)
+    assert (tmp_path / "plain").read_text() == "text"
+    assert oct((tmp_path / "plain").stat().st_mode & 0o777) == oct(0o644)
+    assert os.listdir(tmp_path) == ["plain"]
+
+
+def test_atomic_write_removes_its_temporary_file_when_the_move_fails(tmp_path):
+    def failing_move(tmp, path):
+        raise OSError(28, "No space left on device")
+
+    target = tmp_path / "conf.yaml"
+    target.write_text("old")
+    try:
+        _node_files.atomic_write(str(target), "new", move=failing_move)
+    except OSError as exc:
+        assert exc.strerror == "No space left on device"
+    else:
+        raise AssertionError("the failed move was not reported")
+    assert os.listdir(tmp_path) == ["conf.yaml"] and target.read_text() == "old"
+
+
+def test_atomic_write_syncs_only_when_asked(tmp_path, monkeypatch):
+    synced = []  # the size of the file behind the descriptor synced: the data must be flushed by then
+    monkeypatch.setattr(_node_files.os, "fsync", lambda fd: synced.append(os.fstat(fd).st_size))
+    _node_files.atomic_write(str(tmp_path / "a"), "x")
+    assert synced == []
+    _node_files.atomic_write(str(tmp_path / "b"), "xyz", fsync=True)
+    assert synced == [3] and (tmp_path / "b").read_text() == "xyz"
+
+
+def test_node_paths_are_under_the_root():
+    assert _node_files.NodeFiles("/", "/b").host("/etc/x") == "/etc/x"
+    assert _node_files.NodeFiles("", "/b").host("/etc/x") == "/etc/x"
+    assert _node_files.NodeFiles("/srv/node", "/b").host("/etc/x") == "/srv/node/etc/x"
+    assert _node_files.NodeFiles("/srv/node", "/b").host("/X11/xorg.conf") == "/srv/node/X11/xorg.conf"
+
+
+def test_the_backup_stamp_is_the_utc_time_in_microseconds(monkeypatch):
+    monkeypatch.setenv("TZ", "JST-9")  # local time 9 hours ahead of UTC (POSIX form: no tzdata needed)
+    time.tzset()
+    try:
+        stamp = _node_files.NodeFiles("/", "/b").stamp
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    taken = datetime.datetime.strptime(stamp, "%Y%m%dT%H%M%S%fZ").replace(tzinfo=datetime.timezone.utc)
+    assert abs((datetime.datetime.now(datetime.timezone.utc) - taken).total_seconds()) < 60
+
+
+def test_writes_go_through_the_given_move_with_the_given_mode(tmp_path):
+    calls = []
+    files = _node_files.NodeFiles(str(tmp_path), "/b", move=copying_move(calls))
+    files.write("/conf.yaml", "a: 1\n", mode=0o644)
+    assert [path for _tmp, path in calls] == [str(tmp_path / "conf.yaml")]
+    assert (tmp_path / "conf.yaml").read_text() == "a: 1\n"
+    assert oct((tmp_path / "conf.yaml").stat().st_mode & 0o777) == oct(0o644)
+    files.write("/private.yaml", "b: 2\n")
+    assert oct((tmp_path / "private.yaml").stat().st_mode & 0o777) == oct(0o600)
+
+
+def test_five_backups_are_kept_by_default(tmp_path):
+    files = _node_files.NodeFiles(str(tmp_path), "/b")
+    for n in range(7):
+        files.stamp = f"2026010{n}"
+        files.backup("/x", str(n))
+    assert sorted(os.listdir(tmp_path / "b")) == [f"x.2026010{n}.bak" for n in range(2, 7)]
+
+
+def test_a_link_out_of_the_root_is_refused_with_where_it_points(tmp_path, monkeypatch):
+    root = tmp_path / "node"
+    (root / "etc").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    (root / "etc" / "link.yaml").symlink_to("../../elsewhere/x.yaml")
+    (root / "etc" / "dir").symlink_to(tmp_path / "elsewhere")
+    files = _node_files.NodeFiles(str(root), "/var/backups")
+    fix = (
+        f"which is outside the node root {root}; the module reads and writes only inside root; fix: point the link "
+        f"at a file inside the node's file system (a relative link, or an absolute one under {root})"
+    )
+    with pytest.raises(_node_files.NodeFileError) as err:
+        files.resolve("/etc/link.yaml")
+    assert str(err.value) == f"/etc/link.yaml is a symbolic link to ../../elsewhere/x.yaml, {fix}"
+    # a file below a linked directory: the real path is named
+    with pytest.raises(_node_files.NodeFileError) as err:
+        files.resolve("/etc/dir/x.yaml")
+    assert str(err.value) == f"/etc/dir/x.yaml is a symbolic link to {tmp_path / 'elsewhere' / 'x.yaml'}, {fix}"
+    (root / "etc" / "inner.yaml").symlink_to("link-target.yaml")
+    assert files.resolve("/etc/inner.yaml") == str(root / "etc" / "link-target.yaml")
+    # on the node itself (root / or none) every path is the node's own, wherever the working directory is
+    monkeypatch.chdir(root)
+    for node_root in ("/", ""):
+        assert _node_files.NodeFiles(node_root, "/b").resolve(str(root / "etc" / "link.yaml")) == str(
+            tmp_path / "elsewhere" / "x.yaml"
+        )
+
+
+def test_read_says_what_is_wrong_with_the_file(tmp_path):
+    files = _node_files.NodeFiles(str(tmp_path), "/backups")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "latin1.yaml").write_bytes(b"kind: Pod\n# caf\xe9\n")  # 0xe9: byte 10 + 5
+    assert files.read("/missing.yaml") is None
+    with pytest.raises(_node_files.NodeFileError) as err:
+        files.read("/d")
+    assert str(err.value) == (
+        "/d is a directory, but a file is expected there; fix: point the path at the file, or remove the directory"
+    )
+    with pytest.raises(_node_files.NodeFileError) as err:
+        files.read("/latin1.yaml")
+    assert str(err.value) == (
+        "/latin1.yaml is not UTF-8 text (byte 0xe9 at offset 15); Kubernetes manifests and scheduler "
+        "configurations are UTF-8 YAML; fix: convert the file to UTF-8 (for example with iconv -t utf-8) or point "
+        "the path at the right file"
+    )
+
+
+def test_read_without_permission_says_to_become_root(tmp_path, monkeypatch):
+    def refuse(path, mode="r"):
+        raise PermissionError(13, "Permission denied", path)
+
+    files = _node_files.NodeFiles(str(tmp_path), "/backups")
+    monkeypatch.setattr("builtins.open", refuse)
+    with pytest.raises(_node_files.NodeFileError) as err:
+        files.read("/etc/x.yaml")
+    assert str(err.value) == "cannot read /etc/x.yaml: Permission denied; fix: run the module as root (become: true)"
+
+
+def test_backups_are_private_pruned_to_the_newest_and_named_by_node_path(tmp_path, no_umask):
+    files = _node_files.NodeFiles(str(tmp_path), "/var/backups", backup_keep=2)
+    stamps = iter(["20260101T000000000001Z", "20260101T000000000002Z", "20260101T000000000003Z"])
+    for text in ("one", "two", "three"):
+        files.stamp = next(stamps)
+        node_path = files.backup("/etc/kubernetes/conf.yaml", text)
+    assert node_path == "/var/backups/conf.yaml.20260101T000000000003Z.bak"
+    directory = tmp_path / "var" / "backups"
+    (directory / "conf.yaml.other").write_text("not a backup")
+    (directory / "other.yaml.20260101T000000000009Z.bak").write_text("another file's")
+    assert sorted(os.listdir(directory)) == [
+        "conf.yaml.20260101T000000000002Z.bak",
+        "conf.yaml.20260101T000000000003Z.bak",
+        "conf.yaml.other",
+        "other.yaml.20260101T000000000009Z.bak",
+    ]
+    assert oct(directory.stat().st_mode & 0o777) == oct(0o700)
+    assert oct((directory / "conf.yaml.20260101T000000000003Z.bak").stat().st_mode & 0o777) == oct(0o600)
+    assert files.original_text("/etc/kubernetes/conf.yaml", lambda text: True) == "three"
+    assert files.original_text("/etc/kubernetes/conf.yaml", lambda text: text == "two") == "two"
+    assert files.original_text("/etc/kubernetes/conf.yaml", lambda text: False) is None
+    (directory / "conf.yaml.20260101T000000000004Z.bak").write_bytes(b"\xff")  # newest, not text: skipped
+    assert files.original_text("/etc/kubernetes/conf.yaml", lambda text: True) == "three"
+    assert _node_files.NodeFiles(str(tmp_path), "/none").original_text("/x", lambda text: True) is None
+
+
+def test_a_backup_is_never_overwritten(tmp_path):
+    files = _node_files.NodeFiles(str(tmp_path), "/b")
+    files.backup("/x", "first")
+    with pytest.raises(FileExistsError):
+        files.backup("/x", "second")
+
+
+def test_apply_writes_in_order_and_puts_everything_back_when_a_step_fails(tmp_path):
+    files = _node_files.NodeFiles(str(tmp_path), "/backups")
+    (tmp_path / "a").write_text("a0")
+    (tmp_path / "gone").write_text("g0")
+    (tmp_path / "dir").mkdir()
+    steps = [("/a", "a0", "a1"), ("/new", None, "n1"), ("/gone", "g0", None), ("/dir", None, "x")]
+    backups, failure = files.apply(steps)
+    assert sorted(backups) == ["/a", "/gone"]
+    assert failure["reason"].startswith("writing /dir failed: ")
+    assert failure["problems"] == [] and failure["undone"] is True
+    assert (tmp_path / "a").read_text() == "a0" and (tmp_path / "gone").read_text() == "g0"
+    assert not (tmp_path / "new").exists()
+    assert os.listdir(tmp_path / "backups") == []  # nothing changed: the backups are gone again
+    backups, failure = files.apply(steps[:3])
+    assert failure is None
+    assert (tmp_path / "a").read_text() == "a1" and (tmp_path / "new").read_text() == "n1"
+    assert not (tmp_path / "gone").exists()
+    assert [(tmp_path / b.lstrip("/")).read_text() for b in (backups["/a"], backups["/gone"])] == ["a0", "g0"]
+
+
+def test_apply_reports_what_it_could_not_put_back_and_keeps_the_backups(tmp_path, monkeypatch):
+    files = _node_files.NodeFiles(str(tmp_path), "/backups")
+    (tmp_path / "a").write_text("a0")
+    real_write = _node_files.NodeFiles.write
+    calls = []
+
+    def write(self, path, text, mode=0o600):
+        calls.append(path)
+        if len(calls) > 1:
+            raise OSError(30, "Read-only file system")
+        real_write(self, path, text, mode)
+
+    monkeypatch.setattr(_node_files.NodeFiles, "write", write)
+    backups, failure = files.apply([("/a", "a0", "a1"), ("/b", None, "b1")])
+    assert failure == {
+        "reason": "writing /b failed: Read-only file system",
+        "problems": ["putting back /a failed too: [Errno 30] Read-only file system"],
+        "undone": True,
+    }
+    assert (tmp_path / backups["/a"].lstrip("/")).read_text() == "a0"
+    # every write fails from now on: a failure at the first step has nothing to put back
+    _backups, failure = files.apply([("/c", None, "c1")])
+    assert failure == {"reason": "writing /c failed: Read-only file system", "problems": [], "undone": False}
+
+
+def test_apply_names_the_backups_when_they_fail(tmp_path):
+    (tmp_path / "backups").write_text("a file where the backup directory should be")
+    files = _node_files.NodeFiles(str(tmp_path), "/backups")
+    backups, failure = files.apply([("/a", "a0", "a1")])
+    assert backups == {}
+    assert failure == {"reason": "writing the backups failed: File exists", "problems": [], "undone": False}
+    assert not (tmp_path / "a").exists()
+
+
+def test_apply_ignores_a_backup_it_cannot_remove_after_putting_everything_back(tmp_path, monkeypatch):
+    files = _node_files.NodeFiles(str(tmp_path), "/backups")
+    (tmp_path / "a").write_text("a0")
+    (tmp_path / "dir").mkdir()
+    real_unlink = os.unlink
+
+    def unlink(path, *args, **kwargs):
+        if "/backups/" in str(path):
+            raise PermissionError(13, "Permission denied", path)
+        return real_unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(_node_files.os, "unlink", unlink)
+    backups, failure = files.apply([("/a", "a0", "a1"), ("/dir", None, "x")])
+    assert failure["problems"] == [] and failure["undone"] is True
+    assert (tmp_path / "a").read_text() == "a0"
+    assert (tmp_path / backups["/a"].lstrip("/")).read_text() == "a0"  # left behind, harmless
+
+
+def test_apply_names_a_refused_step_with_the_refusal(tmp_path):
+    root = tmp_path / "node"
+    root.mkdir()
+    (root / "out.yaml").symlink_to(tmp_path / "x.yaml")
+    files = _node_files.NodeFiles(str(root), "/backups")
+    _backups, failure = files.apply([("/out.yaml", None, "x")])
+    assert failure["reason"] == f"writing /out.yaml failed: {files_error(files, '/out.yaml')}"
+
+
+def files_error(files, path):
+    with pytest.raises(_node_files.NodeFileError) as err:
+        files.resolve(path)
+    return str(err.value)

@@ -6,6 +6,7 @@ import errno
 import pathlib
 
 import pytest
+from ansible_collections.poweraware.k8s.plugins.module_utils import _power_zones as pz
 from poweraware_testing import load_module
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
@@ -325,3 +326,290 @@ def test_rapl_wins_over_hwmon(tmp_path):
     assert [
         z.value_file for z in rapl.discover_package_zones(str(powercap), hwmon_root=str(tmp_path / "class/hwmon"))
     ] == ["energy_uj"]
+
+
+# --- _power_zones as the collection imports it (cpu_power_info) --------------------------------------
+# The tests above reach _power_zones through the plugin, which loads it as a top-level module; these
+# call the collection's module itself (pz).
+
+
+@pytest.mark.parametrize(
+    ("previous", "current", "max_range", "expected"),
+    [
+        (100, 350, 1000, 250),
+        (5, 5, 1000, 0),  # unchanged is no wrap
+        (900, 50, 1000, 150),
+        (1000, 0, 1000, 0),  # previous at the top of the range is still inside it
+        (1001, 0, 1000, None),
+        (900, 50, 0, None),
+        (900, 50, -1, None),
+        (1, 0, 1, 0),  # the smallest known range
+    ],
+)
+def test_power_zones_energy_delta(previous, current, max_range, expected):
+    assert pz.energy_delta_uj(previous, current, max_range) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "parsed"),
+    [
+        ("package-0", (0, None)),
+        ("package-12", (12, None)),
+        ("package-1-die-0", (1, 0)),
+        ("package-3-die-11", (3, 11)),
+        ("psys", None),
+        ("package-", None),
+        ("package-0-die-", None),
+        ("core", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_power_zones_parse_rapl_zone_name(name, parsed):
+    assert pz.parse_rapl_zone_name(name) == parsed
+
+
+def test_power_zones_zone_label_names_the_die_only_when_there_is_one():
+    assert pz.zone_label(1) == "package-1"
+    assert pz.zone_label(1, 0) == "package-1-die-0"
+    assert pz.zone_label(0, 2) == "package-0-die-2"
+
+
+def test_power_zones_file_system_reads_stripped_text_and_lists_sorted(tmp_path):
+    (tmp_path / "b").write_text("  package-0 \n")
+    (tmp_path / "a").mkdir()
+    fs = pz.FileSystem()
+    assert fs.listdir(str(tmp_path)) == ["a", "b"]
+    assert fs.read(str(tmp_path / "b")) == "package-0"
+    assert (fs.isdir(str(tmp_path / "a")), fs.isdir(str(tmp_path / "b"))) == (True, False)
+    assert pz.FileSystem(read=str.upper).read("x") == "X"
+
+
+def test_power_zones_discover_rapl_zones_in_directory_order(tmp_path):
+    make_zone(tmp_path, "intel-rapl:1", "package-1-die-0")
+    make_zone(tmp_path, "intel-rapl:0", "package-0")
+    make_zone(tmp_path, "intel-rapl:2", "psys")
+    make_zone(tmp_path, "intel-rapl:0:0", "core")
+    make_zone(tmp_path, "intel-rapl-mmio:0", "package-0")
+    (tmp_path / "intel-rapl:3").mkdir()  # no name: ignored
+    (tmp_path / "intel-rapl").mkdir()
+    zones, skipped = pz.discover_rapl_zones(pz.FileSystem(), str(tmp_path))
+    assert zones == [
+        {
+            "zone": "intel-rapl:0",
+            "path": str(tmp_path / "intel-rapl:0"),
+            "name": "package-0",
+            "package": 0,
+            "die": None,
+        },
+        {
+            "zone": "intel-rapl:1",
+            "path": str(tmp_path / "intel-rapl:1"),
+            "name": "package-1-die-0",
+            "package": 1,
+            "die": 0,
+        },
+    ]
+    assert skipped == [{"zone": "intel-rapl:2", "name": "psys"}]
+    assert pz.discover_rapl_zones(pz.FileSystem(), str(tmp_path / "absent")) == ([], [])
+
+
+class FakeFs:
+    """``fs`` from a dict of path -> text (a directory is a list of names); errors as values."""
+
+    def __init__(self, files):
+        self.files = files
+
+    def listdir(self, path):
+        value = self.files.get(path, FileNotFoundError(path))
+        if isinstance(value, Exception):
+            raise value
+        if not isinstance(value, list):
+            raise NotADirectoryError(path)
+        return value
+
+    def read(self, path):
+        if path not in self.files:
+            raise FileNotFoundError(path)
+        value = self.files[path]
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+    def isdir(self, path):
+        return isinstance(self.files.get(path), list)
+
+
+def test_power_zones_a_name_that_cannot_be_decoded_is_like_a_missing_one():
+    fs = FakeFs(
+        {
+            "pc": ["intel-rapl:0", "intel-rapl:1", "intel-rapl:2"],
+            "pc/intel-rapl:0/name": ValueError("not UTF-8"),
+            "pc/intel-rapl:1/name": "psys",
+            "pc/intel-rapl:2/name": "package-1",
+        }
+    )
+    zones, skipped = pz.discover_rapl_zones(fs, "pc")
+    assert [z["zone"] for z in zones] == ["intel-rapl:2"]
+    assert skipped == [{"zone": "intel-rapl:1", "name": "psys"}]
+
+
+def test_power_zones_amd_energy_sockets_sorted_by_package():
+    fs = FakeFs(
+        {
+            "hw": ["hwmon0"],
+            "hw/hwmon0": [
+                "energy1_input",
+                "energy1_label",
+                "energy17_input",
+                "energy17_label",
+                "energy2_input",
+                "energy2_label",
+                "energy3_input",
+                "temp1_input",
+                "temp1_label",
+                "name",
+            ],
+            "hw/hwmon0/name": "amd_energy",
+            "hw/hwmon0/energy1_label": "Ecore000",
+            "hw/hwmon0/energy17_label": "Esocket1",
+            "hw/hwmon0/energy2_label": "Esocket0",
+            "hw/hwmon0/temp1_label": "Esocket0",
+        }
+    )
+    assert pz.discover_hwmon_sensors(fs, "hw") == [
+        {
+            "name": "package-0",
+            "path": "hw/hwmon0",
+            "attr": "energy2_input",
+            "kind": "energy",
+            "driver": "amd_energy",
+            "label": "Esocket0",
+            "package": 0,
+        },
+        {
+            "name": "package-1",
+            "path": "hw/hwmon0",
+            "attr": "energy17_input",
+            "kind": "energy",
+            "driver": "amd_energy",
+            "label": "Esocket1",
+            "package": 1,
+        },
+    ]
+
+
+def test_power_zones_platform_sensors_take_the_first_cpu_attribute_of_each_chip():
+    fs = FakeFs(
+        {
+            "hw": ["hwmon0", "hwmon1", "hwmon2", "hwmon3", "hwmon4", "hwmon5"],
+            # first chip: the energy counter wins over the power reading of the same chip
+            "hw/hwmon0": ["power1_input", "power1_label", "energy1_input", "energy1_label"],
+            "hw/hwmon0/name": "xgene",
+            "hw/hwmon0/power1_label": "CPU power",
+            "hw/hwmon0/energy1_label": "SoC energy",
+            "hw/hwmon1": ["name"],  # no name file content below: skipped
+            "hw/hwmon2": OSError("gone"),
+            "hw/hwmon2/name": "vanished",
+            "hw/hwmon3": ["power1_average", "power1_label", "power1_input"],
+            "hw/hwmon3/name": "acpi_power",
+            "hw/hwmon3/power1_label": "package",
+            "hw/hwmon4": ["power1_input", "power1_label"],
+            "hw/hwmon4/name": "other",
+            "hw/hwmon4/power1_label": "CPUs",  # not the word cpu
+            "hw/hwmon5": ["power1_input"],
+            "hw/hwmon5/name": "nolabel",
+        }
+    )
+    assert pz.discover_hwmon_sensors(fs, "hw") == [
+        {
+            "name": "package-0",
+            "path": "hw/hwmon0",
+            "attr": "energy1_input",
+            "kind": "energy",
+            "driver": "xgene",
+            "label": "SoC energy",
+            "package": 0,
+        },
+        {
+            "name": "package-1",
+            "path": "hw/hwmon3",
+            "attr": "power1_input",
+            "kind": "power",
+            "driver": "acpi_power",
+            "label": "package",
+            "package": 1,
+        },
+    ]
+    assert pz.discover_hwmon_sensors(fs, "absent") == []
+    assert pz.discover_hwmon_sensors(FakeFs({"hw": OSError("no hwmon")}), "hw") == []
+
+
+def test_power_zones_platform_power_average_when_there_is_no_input():
+    fs = FakeFs(
+        {
+            "hw": ["hwmon0"],
+            "hw/hwmon0": ["power1_average", "power1_label"],
+            "hw/hwmon0/name": "acpi_power",
+            "hw/hwmon0/power1_label": "Socket 0",
+        }
+    )
+    ((sensor),) = pz.discover_hwmon_sensors(fs, "hw")
+    assert (sensor["attr"], sensor["kind"], sensor["label"]) == ("power1_average", "power", "Socket 0")
+
+
+def test_power_zones_find_power_source_prefers_rapl_then_hwmon():
+    hwmon = {
+        "hw": ["hwmon0"],
+        "hw/hwmon0": ["power1_input", "power1_label"],
+        "hw/hwmon0/name": "xgene",
+        "hw/hwmon0/power1_label": "cpu",
+    }
+    psys = {"pc": ["intel-rapl:0"], "pc/intel-rapl:0/name": "psys"}
+    package = {"pc": ["intel-rapl:0"], "pc/intel-rapl:0/name": "package-0"}
+    rapl_found = pz.find_power_source(FakeFs({**package, **hwmon}), "pc", "hw")
+    assert (rapl_found["source"], [z["name"] for z in rapl_found["zones"]], rapl_found["skipped"]) == (
+        "rapl",
+        ["package-0"],
+        [],
+    )
+    hwmon_found = pz.find_power_source(FakeFs({**psys, **hwmon}), "pc", "hw")
+    assert (hwmon_found["source"], [z["path"] for z in hwmon_found["zones"]], hwmon_found["skipped"]) == (
+        "hwmon",
+        ["hw/hwmon0"],
+        [{"zone": "intel-rapl:0", "name": "psys"}],
+    )
+    assert pz.find_power_source(FakeFs({**psys, "hw": []}), "pc", "hw") == {
+        "source": None,
+        "zones": [],
+        "skipped": [{"zone": "intel-rapl:0", "name": "psys"}],
+    }
+
+
+def test_power_zones_every_chip_is_looked_at_and_a_cpu_label_found_on_any_attribute():
+    fs = FakeFs(
+        {
+            "hw": ["hwmon0", "hwmon1", "hwmon2", "hwmon3"],
+            "hw/hwmon0": ["energy1_input", "energy1_label"],
+            "hw/hwmon0/name": "amd_energy",
+            "hw/hwmon0/energy1_label": "Esocket0",
+            # the energy counter measures something else: the power reading labelled CPU is taken
+            "hw/hwmon1": ["energy1_input", "energy1_label", "power1_input", "power1_label"],
+            "hw/hwmon1/name": "soc_a",
+            "hw/hwmon1/energy1_label": "IO energy",
+            "hw/hwmon1/power1_label": "CPU power",
+            "hw/hwmon2": ["power1_input", "power1_label"],
+            "hw/hwmon2/name": "soc_b",
+            "hw/hwmon2/power1_label": "SoC",
+            "hw/hwmon3": ["power1_input", "power1_label"],
+            "hw/hwmon3/name": "soc_c",
+            "hw/hwmon3/power1_label": "socket 3",
+        }
+    )
+    found = [(s["path"], s["attr"], s["name"]) for s in pz.discover_hwmon_sensors(fs, "hw")]
+    assert found == [
+        ("hw/hwmon0", "energy1_input", "package-0"),
+        ("hw/hwmon1", "power1_input", "package-0"),
+        ("hw/hwmon2", "power1_input", "package-1"),
+        ("hw/hwmon3", "power1_input", "package-2"),
+    ]

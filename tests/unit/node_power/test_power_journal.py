@@ -1,0 +1,188 @@
+"""The state journal (plugins/module_utils/_power_journal.py) on a plain file: originals recorded once."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+from ansible_collections.poweraware.k8s.plugins.module_utils import _node_files, _power_journal
+from ansible_collections.poweraware.k8s.plugins.module_utils._power_journal import StateStore
+from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import PowerError
+
+POLICY0 = {"name": "policy0", "path": "devices/system/cpu/cpufreq/policy0", "related_cpus": [3, 0, 1, 2]}
+POLICY4 = {"name": "policy4", "path": "devices/system/cpu/cpufreq/policy4", "related_cpus": [4]}
+
+
+def uncore(path, label, cpu=None):
+    step = {"path": path, "control": "uncore", "label": label}
+    if cpu is not None:
+        step["cpu"] = cpu
+    return step
+
+
+def test_the_default_state_file_and_version():
+    assert _power_journal.DEFAULT_STATE_FILE == "/var/lib/poweraware/cpu_power_state.json"
+    assert _power_journal.STATE_VERSION == 1
+
+
+def test_a_missing_file_is_an_empty_clean_journal(tmp_path):
+    store = StateStore(str(tmp_path / "state.json"))
+    assert store.data == {"version": 1, "policies": {}}
+    assert store.existed is False
+    assert store.policies == {} and store.attributes == {}
+    assert store.dirty() is False
+    assert not (tmp_path / "state.json").exists()
+
+
+def test_an_original_is_recorded_once_with_the_policy_it_belongs_to(tmp_path):
+    store = StateStore(str(tmp_path / "state.json"))
+    assert store.record(POLICY0, "scaling_governor", "powersave") is True
+    assert store.record(POLICY0, "scaling_max_freq", "3900000") is True
+    # a second original of the same attribute is refused: the first one is what the machine had
+    assert store.record(POLICY0, "scaling_governor", "performance") is False
+    assert store.record(POLICY4, "scaling_governor", "performance") is True
+    assert store.policies == {
+        "policy0": {
+            "path": "devices/system/cpu/cpufreq/policy0",
+            "cpus": "0-3",
+            "original": {"scaling_governor": "powersave", "scaling_max_freq": "3900000"},
+            "order": ["scaling_governor", "scaling_max_freq"],
+        },
+        "policy4": {
+            "path": "devices/system/cpu/cpufreq/policy4",
+            "cpus": "4",
+            "original": {"scaling_governor": "performance"},
+            "order": ["scaling_governor"],
+        },
+    }
+    assert store.dirty() is True
+
+
+def test_forgetting_a_policy_drops_it_and_an_unknown_one_is_no_error(tmp_path):
+    store = StateStore(str(tmp_path / "state.json"))
+    store.record(POLICY0, "scaling_governor", "powersave")
+    store.record(POLICY4, "scaling_governor", "powersave")
+    store.forget("policy0")
+    store.forget("policy9")
+    assert list(store.policies) == ["policy4"]
+
+
+def test_attribute_originals_are_recorded_once_in_sequence(tmp_path):
+    store = StateStore(str(tmp_path / "state.json"))
+    assert store.record_attribute(uncore("a/max_freq_khz", "uncore max", cpu=0), "2400000") is True
+    assert store.record_attribute(uncore("b/min_freq_khz", "uncore min"), "800000") is True
+    assert store.record_attribute(uncore("a/max_freq_khz", "again", cpu=1), "1") is False
+    assert store.attributes == {
+        "a/max_freq_khz": {"control": "uncore", "cpu": 0, "label": "uncore max", "original": "2400000", "seq": 1},
+        "b/min_freq_khz": {"control": "uncore", "cpu": None, "label": "uncore min", "original": "800000", "seq": 2},
+    }
+    # forgotten originals leave a gap; the next one still comes after the newest left
+    store.forget_attribute("a/max_freq_khz")
+    store.forget_attribute("never/recorded")
+    assert list(store.attributes) == ["b/min_freq_khz"]
+    assert store.record_attribute(uncore("c/x", "c"), "0") is True
+    assert store.attributes["c/x"]["seq"] == 3
+
+
+def test_forgetting_an_attribute_without_any_is_no_error(tmp_path):
+    store = StateStore(str(tmp_path / "state.json"))
+    store.forget_attribute("a/max_freq_khz")
+    assert store.data == {"version": 1, "policies": {}}
+    assert store.dirty() is False
+
+
+def test_save_writes_sorted_indented_json_readable_by_everyone(tmp_path):
+    path = tmp_path / "lib" / "state.json"
+    store = StateStore(str(path))
+    store.record(POLICY0, "scaling_governor", "powersave")
+    store.record_attribute(uncore("a/max_freq_khz", "uncore max"), "2400000")
+    store.save()
+    assert path.read_text() == json.dumps(store.data, indent=2, sort_keys=True) + "\n"
+    assert path.read_text().startswith('{\n  "attributes": {\n    "a/max_freq_khz": {\n      "control"')
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert os.listdir(path.parent) == ["state.json"]
+    assert store.existed is True
+    assert store.dirty() is False
+    store.record(POLICY4, "scaling_governor", "powersave")
+    assert store.dirty() is True
+
+
+def test_save_goes_through_a_hidden_temporary_file_that_is_synced(tmp_path, monkeypatch):
+    made, synced = [], []
+    real_mkstemp, real_fsync = _node_files.tempfile.mkstemp, _node_files.os.fsync
+
+    def mkstemp(**kwargs):
+        made.append(kwargs)
+        return real_mkstemp(**kwargs)
+
+    def fsync(fd):
+        synced.append(fd)
+        return real_fsync(fd)
+
+    monkeypatch.setattr(_node_files.tempfile, "mkstemp", mkstemp)
+    monkeypatch.setattr(_node_files.os, "fsync", fsync)
+    StateStore(str(tmp_path / "state.json")).save()
+    assert [(k["prefix"], k["dir"]) for k in made] == [(".cpu_power_state.", str(tmp_path))]
+    assert len(synced) == 1
+
+
+def test_a_saved_file_is_read_back_and_keeps_its_originals(tmp_path):
+    path = str(tmp_path / "state.json")
+    first = StateStore(path)
+    first.record(POLICY0, "scaling_governor", "powersave")
+    first.save()
+    again = StateStore(path)
+    assert again.existed is True
+    assert again.data == first.data
+    assert again.dirty() is False
+    assert again.record(POLICY0, "scaling_governor", "performance") is False
+    assert again.policies["policy0"]["original"] == {"scaling_governor": "powersave"}
+
+
+def test_a_file_without_policies_gets_an_empty_mapping_and_stays_clean(tmp_path):
+    path = tmp_path / "state.json"
+    path.write_text('{"version": 1, "attributes": {}}')
+    store = StateStore(str(path))
+    assert store.data == {"version": 1, "attributes": {}, "policies": {}}
+    assert store.dirty() is False
+
+
+@pytest.mark.parametrize("content", ['{"version": 2, "policies": {}}', '{"policies": {}}', "[1]", '"text"'])
+def test_an_unknown_format_is_refused(tmp_path, content):
+    path = tmp_path / "state.json"
+    path.write_text(content)
+    with pytest.raises(PowerError) as err:
+        StateStore(str(path))
+    assert str(err.value) == f"state file {path} has an unknown format (expected version 1)"
+
+
+def test_an_unreadable_file_says_what_it_holds_and_what_to_do(tmp_path):
+    path = tmp_path / "state.json"
+    path.write_text("{not json")
+    with pytest.raises(PowerError) as err:
+        StateStore(str(path))
+    with pytest.raises(ValueError) as parse_error:
+        json.loads("{not json")
+    reason = parse_error.value
+    assert str(err.value) == (
+        f"state file {path} cannot be read ({reason}); it holds the original CPU settings: repair it or move it "
+        "away (originals then become the current values)"
+    )
+
+
+def test_restore_saved_puts_a_snapshot_back_and_writes_it(tmp_path):
+    path = tmp_path / "state.json"
+    store = StateStore(str(path))
+    store.record(POLICY0, "scaling_governor", "powersave")
+    store.save()
+    snapshot = store.saved
+    store.record(POLICY4, "scaling_governor", "powersave")
+    store.restore_saved(snapshot)
+    assert list(store.policies) == ["policy0"]
+    assert json.loads(path.read_text()) == snapshot
+    assert store.dirty() is False
+    # the store works on a copy: changing it does not change the snapshot
+    store.forget("policy0")
+    assert list(snapshot["policies"]) == ["policy0"]
