@@ -260,6 +260,7 @@ class FakeKernel(SysfsAccessor):
         self._meter_seen = None  # (inode, mtime) of the record read last
         self._meter = {}
         self._real_root = os.path.realpath(self.root)  # resolve() runs on every read the lab's kernel serves
+        self._inside = self._real_root.rstrip("/") + "/"
         self.clamp = clamp
         self.writes = []
         self._failures = []
@@ -392,7 +393,7 @@ class FakeKernel(SysfsAccessor):
 
     def resolve(self, rel):
         real = os.path.realpath(self.path(rel))
-        inside = self._real_root.rstrip("/") + "/"
+        inside = self._inside
         return real[len(inside) :] if real.startswith(inside) else os.path.relpath(real, self._real_root)
 
     def _policy_for(self, rel):

@@ -40,6 +40,17 @@ import sys
 
 MARKER = ".poweraware-fake-sysfs.json"
 
+
+def built(root) -> tuple | None:
+    """(inode, mtime) of the tree's marker: new whenever the tree is rebuilt (a power cycle); None
+    while it is being built or where there is none. The node's kernel and the power meter compare it."""
+    try:
+        info = os.stat(os.path.join(root, MARKER))
+    except OSError:
+        return None
+    return (info.st_ino, info.st_mtime_ns)
+
+
 EPP_PREFS = "default performance balance_performance balance_power power"
 GENERIC_GOVERNORS = "conservative ondemand userspace powersave performance schedutil"
 

@@ -57,7 +57,7 @@ class KernelFS(mfusepy.Operations):
 
     def __init__(self, tree: pathlib.Path):
         self.tree = pathlib.Path(tree)
-        self._marker = str(self.tree / fake_sysfs.MARKER)  # a string: stat on every read
+        self._tree_str = str(self.tree)  # a string: the marker is looked at on every read
         self._model: fake_kernel.FakeKernel | None = None
         self._built: tuple | None = None
         self._handles = itertools.count(1)
@@ -73,11 +73,7 @@ class KernelFS(mfusepy.Operations):
 
     def model(self) -> fake_kernel.FakeKernel:
         """The kernel model of the tree as built now (a rebuilt tree has a new marker file)."""
-        try:
-            info = os.stat(self._marker)
-            built = (info.st_ino, info.st_mtime_ns)
-        except FileNotFoundError:
-            built = None
+        built = fake_sysfs.built(self._tree_str)
         if self._model is None or built != self._built:
             self._model = fake_kernel.FakeKernel(self.tree)
             self._built = built

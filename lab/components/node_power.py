@@ -208,7 +208,7 @@ class Meter:
     def publish(self, now: float) -> None:
         """Publish every zone's counter at ``now`` and the power it draws from then on, when the power
         changed or the tree was rebuilt since the last publication; otherwise nothing (no write)."""
-        built = _tree_built(self.sysfs)
+        built = fake_sysfs.built(self.sysfs)
         watts = self.watts
         if self._published is not None and built == self._published_for and watts == self._published_watts:
             return
@@ -217,7 +217,7 @@ class Meter:
             return
         same_tree = self._published is not None and built == self._published_for
         shares = [(zone, watts / len(packages)) for zone in packages] + [(zone, watts) for zone in platform]
-        zones = {}
+        zones = {}  # in the order of shares
         for zone, share_w in shares:
             rel = str(zone.relative_to(self.sysfs))
             before = self._published["zones"].get(rel) if same_tree else None
@@ -231,8 +231,8 @@ class Meter:
             except (OSError, ValueError):
                 return  # being rebuilt (a power cycle): the next tick publishes from the new counters
             zones[rel] = {"uj": counter, "uw": share_w * 1e6, "max": limit}
-        for zone, _share in shares:
-            write_counter(zone, zones[str(zone.relative_to(self.sysfs))]["uj"])
+        for (zone, _share), published in zip(shares, zones.values(), strict=True):
+            write_counter(zone, published["uj"])
         fake_kernel.publish_meter(self.sysfs, now, zones)
         self._published, self._published_for, self._published_watts = {"at": now, "zones": zones}, built, watts
 
@@ -249,15 +249,6 @@ class Meter:
             "packages": len(packages),
             "package_tdp_w": tdp,
         }
-
-
-def _tree_built(sysfs: pathlib.Path) -> tuple | None:
-    """(inode, mtime) of the tree's marker: new when a power cycle rebuilt the tree; None while it is built."""
-    try:
-        info = os.stat(sysfs / fake_sysfs.MARKER)
-    except OSError:
-        return None
-    return (info.st_ino, info.st_mtime_ns)
 
 
 def write_counter(zone: pathlib.Path, value: int) -> None:
