@@ -156,6 +156,16 @@ IMAGES = (
         also=(("python3", "/usr/bin/python3"),),
     ),
     Image(
+        repository="docker.io/library/python",
+        tag="3.12-slim",
+        # the power_extender role's static pod runs python3 on our code from a host directory
+        entrypoint=("python3",),
+        version="3.11 (Debian bookworm's python3 package)",
+        why="a stock Python image runs our scheduler extender, which is standard library only and Python 3.9 "
+        "compatible (module_utils), so Debian's 3.11 runs the same files the image's 3.12 would",
+        system_path="/usr/bin/python3",
+    ),
+    Image(
         repository="docker.io/alexeiled/stress-ng",
         tag="0.12.05",
         # Dockerfile: ENTRYPOINT ["/stress-ng"]; the role gives --cpu and --timeout as args

@@ -1,6 +1,6 @@
 # Copyright: poweraware.k8s contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Kubernetes CPU quantities as integer millicores.
+"""Kubernetes CPU quantities as integer millicores, and other quantities (memory) as whole units.
 
 Pure Python, no Ansible imports, Python 3.9 compatible (module_utils may run on targets).
 
@@ -17,7 +17,7 @@ import math
 import re
 from fractions import Fraction
 
-__all__ = ["QuantityError", "parse_cpu_quantity"]
+__all__ = ["QuantityError", "parse_byte_quantity", "parse_cpu_quantity"]
 
 _NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
 _QUANTITY = re.compile(r"^(?P<number>" + _NUMBER + r")(?P<suffix>[KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?$")
@@ -81,3 +81,30 @@ def parse_cpu_quantity(value: object) -> int:
     if millicores < 0:
         raise QuantityError(f"{value!r} is negative; a CPU quantity must be zero or more")
     return millicores
+
+
+@functools.lru_cache(maxsize=256)
+def _string_units(text: str) -> int:
+    match = _QUANTITY.match(text)
+    if match is None:
+        raise QuantityError(f"{text!r} is not a Kubernetes quantity (examples: '512Mi', '1G', '1500')")
+    amount = Fraction(match.group("number")) * _suffix_multiplier(match.group("suffix") or "")
+    if amount < 0:
+        raise QuantityError(f"{text!r} is negative; a quantity must be zero or more")
+    return math.ceil(amount)
+
+
+def parse_byte_quantity(value: object) -> int:
+    """Return a quantity in whole units (bytes for memory), rounding fractions up like ``Quantity.Value()``.
+
+    ``int``: already units; ``str``: a Kubernetes quantity (``"512Mi"``, ``"1G"``, ``"1.5Ki"``).
+    Raises ``QuantityError`` for booleans, floats, negative amounts and strings outside the grammar.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise QuantityError(
+            f"{value!r} ({type(value).__name__}) is not a quantity (expected an integer or a string like '512Mi')"
+        )
+    units = _string_units(value) if isinstance(value, str) else value
+    if units < 0:
+        raise QuantityError(f"{value!r} is negative; a quantity must be zero or more")
+    return units

@@ -30,7 +30,14 @@ def render(variables: dict, text: str):
 
 
 def extender_url(variables: dict) -> str:
-    return render(variables, defaults("scheduler_extender")["scheduler_extender_extenders"][0]["url_prefix"])
+    return render(variables, defaults("scheduler_extender")["scheduler_extender_tas_extender"]["url_prefix"])
+
+
+def with_role_vars(variables: dict, service: str = "tas") -> dict:
+    """The scheduler_extender role's scope: its vars/main.yml rendered over the defaults and the inventory."""
+    scope = {**defaults("scheduler_extender"), **variables, "scheduler_extender_service": service}
+    role_vars = yaml.safe_load((ROLES / "scheduler_extender" / "vars" / "main.yml").read_text())
+    return {**scope, **{key: render(scope, value) for key, value in role_vars.items()}}
 
 
 def test_the_extender_calls_the_service_the_tas_role_makes():
@@ -51,8 +58,9 @@ def test_a_moved_tas_moves_the_extender_url_ca_and_the_labelling_grant(port):
     }
     assert extender_url(moved) == "https://tas.scheduling.svc.k8s.example:9443"
     extender = defaults("scheduler_extender")
-    assert render(moved, extender["scheduler_extender_ca_cert"]) == "/etc/pki/tas/ca.crt"
-    assert render(moved, extender["scheduler_extender_ca_key"]) == "/etc/pki/tas/ca.key"
+    scope = with_role_vars(moved)
+    assert render(scope, extender["scheduler_extender_ca_cert"]) == "/etc/pki/tas/ca.crt"
+    assert render(scope, extender["scheduler_extender_ca_key"]) == "/etc/pki/tas/ca.key"
     assert render(moved, defaults("tas_policy")["tas_policy_tas_namespace"]) == "scheduling"
 
 
@@ -70,3 +78,23 @@ def test_every_fallback_is_the_tas_roles_default():
             )
     assert {"tas_service_name", "tas_namespace", "tas_cluster_domain", "tas_port", "tas_pki_dir"} <= set(found)
     assert {"tas_ca_validity", "tas_cert_renew_before"} <= set(found)  # scheduler_extender's client certificate
+
+
+def test_with_our_extender_kube_scheduler_calls_it_where_the_power_extender_role_serves():
+    ours = defaults("power_extender")
+    extender = defaults("scheduler_extender")
+    scope = with_role_vars({}, "poweraware")
+    registration = extender["scheduler_extender_poweraware_extender"]
+    assert (
+        render(scope, registration["url_prefix"])
+        == f"https://{ours['power_extender_address']}:{ours['power_extender_port']}"
+    )
+    assert render(scope, registration["http_timeout"]) == f"{ours['power_extender_http_timeout']}s"
+    assert render(scope, extender["scheduler_extender_ca_cert"]) == f"{ours['power_extender_pki_dir']}/ca.crt"
+    assert render(scope, extender["scheduler_extender_extenders"])[0]["filter_verb"] == "filter"
+    # kube-scheduler's client certificate is one our extender accepts.
+    assert extender["scheduler_extender_client_common_name"] in ours["power_extender_allowed_clients"]
+    moved = with_role_vars({"power_extender_port": "10300", "power_extender_pki_dir": "/etc/pki/ours"}, "poweraware")
+    assert render(moved, registration["url_prefix"]) == "https://127.0.0.1:10300"
+    assert render(moved, extender["scheduler_extender_ca_key"]) == "/etc/pki/ours/ca.key"
+    assert render(with_role_vars({}), extender["scheduler_extender_extenders"])[0]["filter_verb"] == "scheduler/filter"

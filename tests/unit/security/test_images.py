@@ -34,7 +34,7 @@ def role_images() -> dict[str, dict]:
 def test_every_role_image_has_tag_and_digest_variables():
     images = role_images()
     assert set(images) == {
-        "collectd", "descheduler", "kube_state_metrics", "nfd", "peaks", "power_demo", "prometheus",
+        "collectd", "descheduler", "kube_state_metrics", "nfd", "peaks", "power_demo", "power_extender", "prometheus",
         "prometheus_adapter", "tas",
     }  # fmt: skip
     for role, values in images.items():

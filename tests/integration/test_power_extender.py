@@ -1,0 +1,243 @@
+"""End to end on the lab: our scheduler extender between the real kube-scheduler and the real API
+server (issue 15, docs/power-extender.md).
+
+1. playbooks/scheduler_extender.yml with ``scheduler_extender_service=poweraware`` deploys the
+   extender as a static pod on the control-plane node (role power_extender: our CA, serving and API
+   certificates, RBAC, code from a host directory, a stock Python image) and registers it in
+   kube-scheduler; a dry run before it writes nothing, a second run changes nothing, and a dry run
+   after it neither.
+2. The workers get power models under a prefix of this test's own (so the site's published models
+   stay as they are); each pod goes through kube-scheduler -> our extender and lands on the node
+   with the smallest predicted jump, which the test computes itself with ``rank_nodes`` from the
+   models and the requests the API reports. The models make that differ from what the scheduler
+   alone would do (it spreads; the cheapest jump packs).
+3. The extender hung (SIGSTOP: every call times out) and then gone (its manifest removed): pods
+   still schedule, and kube-scheduler's log says it ignored the failing extender.
+4. Switching back to TAS and ``power_extender_state=absent`` leave no pod, file or RBAC object of ours.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+from ansible_collections.poweraware.k8s.plugins.module_utils._placement_score import rank_nodes
+from ansible_run import FAST_SCHEDULER_EXTENDER, REPO_ROOT, run_playbook
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+PLAYBOOK = REPO_ROOT / "playbooks" / "scheduler_extender.yml"
+PREFIX = "e2e.poweraware.io"
+MANIFEST = "/etc/kubernetes/manifests/poweraware-scheduler-extender.yaml"
+CODE_DIR = "/opt/poweraware/scheduler-extender"
+PKI_DIR = "/etc/kubernetes/pki/poweraware-extender"
+# The node's extender process by its script path ('[/]' keeps pgrep's own shell out; the lab's nodes
+# share this machine's process table, so a bare name could match a process outside the node).
+RUNNING = f"'[/]{CODE_DIR.lstrip('/')}/poweraware_extender.py'"
+# Watts at 0 % and 100 % of CPU: the jump per CPU differs by node, the idle power does not.
+MODELS = {0: (60.0, 460.0), 1: (60.0, 160.0), 2: (60.0, 310.0)}
+OURS = {
+    **FAST_SCHEDULER_EXTENDER,
+    "scheduler_extender_service": "poweraware",
+    "power_extender_annotation_prefix": PREFIX,
+}
+
+
+def _run(lab, extra_vars, **kw):
+    return run_playbook(PLAYBOOK, inventory=lab.inventory, extra_vars=extra_vars, **kw)
+
+
+def _core(lab):
+    from kubernetes import client
+
+    return client.CoreV1Api(lab.api_client())
+
+
+def _model(idle, peak):
+    return {"kind": "linear", "params": {"idle_w": idle, "max_w": peak}}
+
+
+@pytest.fixture(scope="module")
+def workers(lab):
+    names = sorted(lab.worker_nodes)[:3]
+    assert len(names) == 3, f"the test needs three workers, the lab has {names}"
+    core = _core(lab)
+    key = f"{PREFIX}/power-model"
+    for index, name in enumerate(names):
+        core.patch_node(name, {"metadata": {"annotations": {key: json.dumps(_model(*MODELS[index]))}}})
+    yield names
+    for name in names:
+        core.patch_node(name, {"metadata": {"annotations": {key: None}}})
+
+
+@pytest.fixture(scope="module")
+def deployed(lab, workers):
+    lab.wait_scheduler_healthy(120)
+    original = lab.scheduler_manifest.read_bytes()
+    # A dry run first, on a cluster without any of ours: it runs through and writes nothing.
+    dry = _run(lab, OURS, check=True, diff=True)
+    disk = lab.node_disk(lab.control_plane_node)
+    assert dry.rc == 0 and dry.changed > 0, dry
+    assert lab.scheduler_manifest.read_bytes() == original, "the dry run changed kube-scheduler's manifest"
+    for path in (MANIFEST, CODE_DIR, PKI_DIR):
+        assert not (disk / path.lstrip("/")).exists(), f"the dry run wrote {path}"
+    first = _run(lab, OURS)
+    try:
+        yield first
+    finally:
+        # Back to what the session had (TAS when the site registered it, else no extender), then ours removed.
+        site_registered = b"poweraware.k8s/scheduler-extender" in original
+        back = _run(
+            lab,
+            {
+                **FAST_SCHEDULER_EXTENDER,
+                "power_extender_state": "absent",
+                "scheduler_extender_state": "present" if site_registered else "absent",
+            },
+        )
+        assert back.rc == 0, back
+        lab.wait_scheduler_healthy(120)
+        assert lab.scheduler_manifest.read_bytes() == original, "kube-scheduler's manifest is not the session's again"
+        disk = lab.node_disk(lab.control_plane_node)
+        for path in (MANIFEST, CODE_DIR, PKI_DIR):
+            assert not (disk / path.lstrip("/")).exists(), f"{path} was left behind"
+        from kubernetes import client
+        from kubernetes.client.rest import ApiException
+
+        rbac = client.RbacAuthorizationV1Api(lab.api_client())
+        with pytest.raises(ApiException, match="404|Not Found"):
+            rbac.read_cluster_role("poweraware:scheduler-extender")
+
+
+def _pod(name, cpu):
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"test": "power-extender"}},
+        "spec": {
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
+                }
+            ],
+            "terminationGracePeriodSeconds": 0,
+        },
+    }
+
+
+def _wait_bound(core, name, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pod = core.read_namespaced_pod(name, "default")
+        if pod.spec.node_name:
+            return pod.spec.node_name
+        time.sleep(0.5)
+    raise AssertionError(f"pod {name} was not scheduled within {timeout:g} s")
+
+
+def _expected_node(core, workers, cpu_m):
+    """What our policy says, computed here from the models and the requests the API reports."""
+    requested = dict.fromkeys(workers, 0)
+    for pod in core.list_pod_for_all_namespaces(field_selector="status.phase!=Succeeded,status.phase!=Failed").items:
+        if pod.spec.node_name in requested:
+            for container in pod.spec.containers:
+                cpu = ((container.resources and container.resources.requests) or {}).get("cpu")
+                if cpu:
+                    requested[pod.spec.node_name] += int(float(cpu[:-1]) if cpu.endswith("m") else float(cpu) * 1000)
+    nodes = []
+    for index, name in enumerate(workers):
+        capacity = core.read_node(name).status.capacity["cpu"]
+        nodes.append(
+            {"name": name, "cpu_capacity": capacity, "cpu_requested": requested[name], "model": _model(*MODELS[index])}
+        )
+    return rank_nodes(nodes, cpu_m)[0]["name"], requested
+
+
+def _cleanup(core):
+    core.delete_collection_namespaced_pod("default", label_selector="test=power-extender", grace_period_seconds=0)
+    deadline = time.monotonic() + 60
+    while (
+        core.list_namespaced_pod("default", label_selector="test=power-extender").items and time.monotonic() < deadline
+    ):
+        time.sleep(0.5)
+
+
+def test_deploys_and_registers_our_extender_idempotently(lab, deployed):
+    assert deployed.rc == 0, deployed
+    disk = lab.node_disk(lab.control_plane_node)
+    assert (disk / MANIFEST.lstrip("/")).stat().st_mode & 0o777 == 0o600
+    for key in ("tls.key", "api.key", "ca.key"):
+        assert (disk / PKI_DIR.lstrip("/") / key).stat().st_mode & 0o777 == 0o600, key
+    manifest = (disk / MANIFEST.lstrip("/")).read_text()
+    assert "ca.key" not in manifest, "a CA key is mounted into the pod"
+    config = (disk / "etc/kubernetes/scheduler-extender.yaml").read_text()
+    assert "https://127.0.0.1:10290" in config and "nodeCacheCapable: true" in config, config
+    again = _run(lab, OURS)
+    assert again.rc == 0 and again.changed == 0, again
+    dry = _run(lab, OURS, check=True, diff=True)
+    assert dry.rc == 0 and dry.changed == 0, dry
+
+
+def test_rbac_is_list_and_watch_of_nodes_and_pods_only(lab, deployed):
+    from kubernetes import client
+
+    role = client.RbacAuthorizationV1Api(lab.api_client()).read_cluster_role("poweraware:scheduler-extender")
+    assert [(sorted(r.resources), sorted(r.verbs)) for r in role.rules] == [(["nodes", "pods"], ["list", "watch"])]
+
+
+def test_pods_land_on_the_smallest_predicted_jump(lab, workers, deployed):
+    core = _core(lab)
+    _cleanup(core)
+    placed = []
+    try:
+        for index in range(4):
+            expected, requested = _expected_node(core, workers, 4000)
+            name = f"pe-{index}-{uuid.uuid4().hex[:6]}"
+            core.create_namespaced_pod("default", _pod(name, "4"))
+            node = _wait_bound(core, name)
+            placed.append(node)
+            assert node == expected, f"pod {index} landed on {node}, our policy says {expected} (requests {requested})"
+        # The cheapest jump packs where the scheduler alone would spread.
+        assert len(set(placed)) == 1, placed
+        log = lab.ssh(
+            lab.control_plane_node, "tail -n 50 /var/log/containers/poweraware-scheduler-extender-*", sudo=True
+        ).stdout
+        assert f"best {placed[0]}" in log, log
+    finally:
+        _cleanup(core)
+
+
+def test_a_hung_or_gone_extender_never_stops_scheduling(lab, workers, deployed):
+    core = _core(lab)
+    cp = lab.control_plane_node
+    pid = lab.ssh(cp, f"pgrep -f {RUNNING}", sudo=True).stdout.strip()
+    assert pid.isdigit(), f"not exactly one extender process: {pid!r}"
+    try:
+        lab.ssh(cp, f"kill -STOP {pid}", sudo=True)
+        name = f"pe-hung-{uuid.uuid4().hex[:6]}"
+        core.create_namespaced_pod("default", _pod(name, "100m"))
+        assert _wait_bound(core, name) in workers
+    finally:
+        lab.ssh(cp, f"kill -CONT {pid}", sudo=True, check=False)
+    saved = lab.ssh(cp, f"cat {MANIFEST}", sudo=True).stdout
+    try:
+        lab.ssh(cp, f"rm {MANIFEST}", sudo=True)
+        deadline = time.monotonic() + 30
+        while lab.ssh(cp, f"pgrep -f {RUNNING}", sudo=True, check=False).returncode == 0:
+            assert time.monotonic() < deadline, "the extender did not stop"
+            time.sleep(0.5)
+        name = f"pe-gone-{uuid.uuid4().hex[:6]}"
+        core.create_namespaced_pod("default", _pod(name, "100m"))
+        assert _wait_bound(core, name) in workers
+        log = lab.ssh(cp, "tail -n 200 /var/log/containers/kube-scheduler-*", sudo=True).stdout
+        assert "127.0.0.1:10290" in log, log[-3000:]
+    finally:
+        lab.write_node_file(cp, MANIFEST, saved, "0600")
+        _cleanup(core)
+    # Back: the next run finds everything as it left it, and the extender serves again.
+    again = _run(lab, OURS)
+    assert again.rc == 0, again
