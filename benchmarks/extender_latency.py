@@ -41,7 +41,6 @@ import argparse
 import contextlib
 import datetime
 import http.client
-import ipaddress
 import json
 import math
 import os
@@ -60,12 +59,10 @@ import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+import extender_server  # noqa: E402 - the extender tests' throw-away PKI
+
 OURS = ROOT / "roles" / "power_extender" / "files" / "poweraware_extender.py"
 GOAL_NODES, GOAL_P99_MS = 1000, 50.0
 CLIENT_CN = "kube-scheduler"
@@ -82,57 +79,18 @@ class BenchmarkError(RuntimeError):
 # --- certificates ------------------------------------------------------------------------------------
 
 
-def _write(path, cert, key):
-    path.with_suffix(".crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path = path.with_suffix(".key")
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    key_path.chmod(0o600)
-    return str(path.with_suffix(".crt")), str(key_path)
-
-
 def make_pki(directory):
-    """A CA, a server certificate for 127.0.0.1 and a client certificate (CN kube-scheduler): paths."""
-    now = datetime.datetime.now(datetime.timezone.utc)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "latency-benchmark-ca")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    paths = {"ca": _write(directory / "ca", ca, ca_key)[0]}
-    for name, cn, usage, san in (
-        ("server", "127.0.0.1", ExtendedKeyUsageOID.SERVER_AUTH, True),
-        ("client", CLIENT_CN, ExtendedKeyUsageOID.CLIENT_AUTH, False),
-    ):
-        key = ec.generate_private_key(ec.SECP256R1())
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
-            .issuer_name(ca_name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        )
-        if san:
-            builder = builder.add_extension(
-                x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False
-            )
-        paths[name] = _write(directory / name, builder.sign(ca_key, hashes.SHA256()), key)
-    return paths
+    """A CA, a server certificate for 127.0.0.1 and a client certificate (CN kube-scheduler): paths.
+
+    The extender tests' throw-away PKI (tests/integration/extender_server.py), one place for both."""
+    ca = extender_server.make_ca(directory, "latency-benchmark-ca")
+    server = extender_server.issue_server(ca, directory)
+    client = extender_server.issue_client(ca, directory, CLIENT_CN)
+    return {
+        "ca": str(ca.cert),
+        "server": (str(server.cert), str(server.key)),
+        "client": (str(client.cert), str(client.key)),
+    }
 
 
 # --- the cluster -------------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ by the extender's priorities, and one that never lands on the excluded node by i
 request is recorded (verb, pod namespace/name, candidate nodes, client certificate subject) so a
 test can prove which pods were sent, with which candidates, and which were not.
 
-Also: ``make_ca``/``issue`` build a throw-away CA and certificates with ``cryptography``.
+Also: ``make_ca``, ``issue_server`` and ``issue_client`` build a throw-away CA and certificates with
+``cryptography`` (the extender tests and benchmarks/extender_latency.py use them).
 """
 
 from __future__ import annotations
@@ -71,28 +72,40 @@ def make_ca(directory: pathlib.Path, name: str = "extender-test-ca") -> Pem:
     return pem
 
 
-def issue_server(ca: Pem, directory: pathlib.Path, ip: str = "127.0.0.1") -> Pem:
+def _issue(ca: Pem, path: pathlib.Path, name: str, usage, sans=()) -> Pem:
+    """A leaf certificate for common name ``name`` with one extended key usage, signed by ``ca``."""
     ca_cert = x509.load_pem_x509_certificate(ca.cert.read_bytes())
     ca_key = serialization.load_pem_private_key(ca.key.read_bytes(), None)
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
+    builder = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test-extender")]))
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
         .issuer_name(ca_cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(ip))]), critical=False)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
     )
-    pem = Pem(directory / "server.crt", directory / "server.key")
-    pem.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(list(sans)), critical=False)
+    pem = Pem(path.with_suffix(".crt"), path.with_suffix(".key"))
+    pem.cert.write_bytes(builder.sign(ca_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM))
     _write_key(key, pem.key)
     return pem
+
+
+def issue_server(ca: Pem, directory: pathlib.Path, ip: str = "127.0.0.1") -> Pem:
+    """A serving certificate for ``ip`` (``server.crt``, ``server.key``)."""
+    sans = [x509.IPAddress(ipaddress.ip_address(ip))]
+    return _issue(ca, directory / "server", "test-extender", ExtendedKeyUsageOID.SERVER_AUTH, sans)
+
+
+def issue_client(ca: Pem, directory: pathlib.Path, name: str) -> Pem:
+    """A client certificate (clientAuth) for common name ``name`` (``<name>.crt``, ``<name>.key``)."""
+    return _issue(ca, directory / name, name, ExtendedKeyUsageOID.CLIENT_AUTH)
 
 
 # --- the extender ----------------------------------------------------------------------------------

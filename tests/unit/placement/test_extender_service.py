@@ -19,7 +19,7 @@ import threading
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "integration"))
-from extender_server import issue_server, make_ca  # noqa: E402
+from extender_server import issue_client, issue_server, make_ca  # noqa: E402
 
 SERVICE = pathlib.Path(__file__).resolve().parents[3] / "roles" / "power_extender" / "files" / "poweraware_extender.py"
 
@@ -29,38 +29,6 @@ def _load():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def _issue_client(ca, directory, name):
-    """A client certificate for ``name`` from ``ca`` (extender_server's issue, client usage)."""
-    import datetime
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    ca_key = serialization.load_pem_private_key(ca.key.read_bytes(), None)
-    ca_cert = x509.load_pem_x509_certificate(ca.cert.read_bytes())
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / f"{name}.crt", directory / f"{name}.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_path, key_path
 
 
 def _free_port():
@@ -74,14 +42,14 @@ def service(tmp_path_factory):
     directory = tmp_path_factory.mktemp("extender-service")
     ca = make_ca(directory)
     server = issue_server(ca, directory)
-    allowed = _issue_client(ca, directory, "kube-scheduler-tas-client")
-    stranger = _issue_client(ca, directory, "someone-else")
+    allowed = issue_client(ca, directory, "kube-scheduler-tas-client")
+    stranger = issue_client(ca, directory, "someone-else")
     module = _load()
     port, api_port = _free_port(), _free_port()  # nothing listens on api_port
     argv = [
         f"--port={port}", f"--tls-cert={server.cert}", f"--tls-key={server.key}", f"--client-ca={ca.cert}",
         "--allowed-client=kube-scheduler-tas-client", f"--api-server=https://127.0.0.1:{api_port}",
-        f"--api-ca={ca.cert}", f"--api-cert={allowed[0]}", f"--api-key={allowed[1]}", "--config-digest=abc123",
+        f"--api-ca={ca.cert}", f"--api-cert={allowed.cert}", f"--api-key={allowed.key}", "--config-digest=abc123",
     ]  # fmt: skip
     server = module.build(module.options(argv))
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -93,7 +61,7 @@ def service(tmp_path_factory):
 def _request(service, method, path, body=None, client=None):
     context = ssl.create_default_context(cafile=str(service["ca"]))
     if client is not None:
-        context.load_cert_chain(*map(str, client))
+        context.load_cert_chain(str(client.cert), str(client.key))
     conn = http.client.HTTPSConnection("127.0.0.1", service["port"], context=context, timeout=5)
     try:
         conn.request(method, path, body=json.dumps(body) if body is not None else None)
