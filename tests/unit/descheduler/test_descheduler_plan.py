@@ -148,3 +148,117 @@ def test_the_descheduler_user_guide_lists_the_releases_of_the_table():
 def test_the_policy_written_is_yaml_the_descheduler_reads():
     text = yaml.safe_dump(ds.tas_policy(["x"]))
     assert yaml.safe_load(text)["apiVersion"] == "descheduler/v1alpha2"
+
+
+def affinity_errors(args):
+    policy = copy.deepcopy(TAS_README)
+    policy["profiles"][0]["pluginConfig"][0]["args"] = args
+    return ds.policy_errors(policy)
+
+
+AFFINITY = "profile 'ProfileName': pluginConfig RemovePodsViolatingNodeAffinity: args."
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+@pytest.mark.parametrize("types", [None, [], "requiredDuringSchedulingIgnoredDuringExecution", [REQUIRED, ""], [1]])
+def test_the_node_affinity_types_in_full(types):
+    assert affinity_errors({"nodeAffinityType": types}) == [
+        f"{AFFINITY}nodeAffinityType={types!r} must list one or more of {REQUIRED}, {PREFERRED} "
+        f"(TAS's deschedule needs {REQUIRED})"
+    ]
+
+
+def test_unknown_node_affinity_types_are_named_in_full():
+    assert affinity_errors({"nodeAffinityType": ["a", REQUIRED, "b"]}) == [
+        f"{AFFINITY}nodeAffinityType has a, b, which the descheduler skips with an error and never evicts for; "
+        f"use {REQUIRED} or {PREFERRED}"
+    ]
+    assert affinity_errors({"nodeAffinityType": [PREFERRED, REQUIRED]}) == []
+
+
+@pytest.mark.parametrize(
+    ("namespaces", "errors"),
+    [
+        ({"include": ["a"]}, []),
+        ({"exclude": ["a"]}, []),
+        ({}, []),
+        ({"include": [], "exclude": ["b"]}, []),
+        ({"include": ["a"], "exclude": []}, []),
+        (
+            {"include": ["a"], "exclude": ["b"]},
+            ["namespaces sets both include and exclude; only one of them can be set"],
+        ),
+        (["a"], ["namespaces=['a'] must be a mapping with include or exclude"]),
+        (
+            {"include": ["a"], "other": 1},
+            ["namespaces={'include': ['a'], 'other': 1} must be a mapping with include or exclude"],
+        ),
+        ({"include": "a"}, ["namespaces.include='a' must be a list of namespace names"]),
+        ({"exclude": "a"}, ["namespaces.exclude='a' must be a list of namespace names"]),
+        ({"exclude": [""]}, ["namespaces.exclude=[''] must be a list of namespace names"]),
+        (
+            {"include": None, "exclude": [1]},
+            [
+                "namespaces.include=None must be a list of namespace names",
+                "namespaces.exclude=[1] must be a list of namespace names",
+            ],
+        ),
+    ],
+)
+def test_the_namespaces_of_the_node_affinity_arguments_in_full(namespaces, errors):
+    assert affinity_errors({"nodeAffinityType": [REQUIRED], "namespaces": namespaces}) == [AFFINITY + e for e in errors]
+
+
+@pytest.mark.parametrize(
+    ("name", "where"),
+    [(None, "profiles[0]"), ("", "profiles[0]"), (7, "profiles[0]")],
+)
+def test_a_profile_without_a_name_is_named_by_its_index(name, where):
+    policy = copy.deepcopy(TAS_README)
+    policy["profiles"][0]["name"] = name
+    assert ds.policy_errors(policy) == [f"{where}: name={name!r} must be a non-empty string"]
+
+
+KNOWN_PLUGINS = (
+    "DefaultEvictor, HighNodeUtilization, LowNodeUtilization, PodLifeTime, RemoveDuplicates, RemoveFailedPods, "
+    "RemovePodsHavingTooManyRestarts, RemovePodsViolatingInterPodAntiAffinity, RemovePodsViolatingNodeAffinity, "
+    "RemovePodsViolatingNodeTaints, RemovePodsViolatingTopologySpreadConstraint"
+)
+
+
+def test_a_plugin_config_that_is_no_list_is_refused_in_full():
+    policy = copy.deepcopy(TAS_README)
+    policy["profiles"][0]["pluginConfig"] = "x"
+    assert ds.policy_errors(policy) == [
+        "profile 'ProfileName': pluginConfig='x' must be a list of {name, args}",
+        "profile 'ProfileName': RemovePodsViolatingNodeAffinity is enabled in plugins.deschedule but has no "
+        "pluginConfig entry, and the descheduler stops at start without one; add "
+        "{name: RemovePodsViolatingNodeAffinity, args: ...} to pluginConfig",
+    ]
+
+
+def test_every_plugin_config_entry_is_checked_in_full():
+    policy = copy.deepcopy(TAS_README)
+    plugin = "RemovePodsViolatingNodeAffinity"
+    policy["profiles"][0]["pluginConfig"] = [
+        plugin,
+        {"name": "X"},
+        {"name": plugin, "args": "bad"},
+        {"name": plugin},
+        {"name": plugin, "args": None},
+    ]
+    where = "profile 'ProfileName': pluginConfig"
+    no_types = (
+        f"{where} {plugin}: args.nodeAffinityType=None must list one or more of {REQUIRED}, {PREFERRED} "
+        f"(TAS's deschedule needs {REQUIRED})"
+    )
+    assert ds.policy_errors(policy) == [
+        f"{where}[0] names plugin None, which the descheduler does not register; known plugins: {KNOWN_PLUGINS}",
+        f"{where}[1] names plugin 'X', which the descheduler does not register; known plugins: {KNOWN_PLUGINS}",
+        f"{where} {plugin} args='bad' must be a mapping",
+        f"{where} configures {plugin} twice; keep one entry",
+        no_types,
+        f"{where} configures {plugin} twice; keep one entry",
+        no_types,
+    ]
