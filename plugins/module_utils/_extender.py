@@ -393,7 +393,7 @@ def config_errors(values):
             "must be a user name outside the reserved system: prefix (default poweraware:scheduler-extender)",
         )
     prefix = values.get("power_extender_annotation_prefix")
-    if not isinstance(prefix, str) or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix):
+    if not isinstance(prefix, str) or len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix):
         bad(
             "power_extender_annotation_prefix",
             "must be a DNS subdomain, the power_models role's power_models_annotation_prefix",

@@ -266,3 +266,398 @@ def test_every_problem_is_reported_at_once_with_variable_value_reason_and_fix():
     assert config_errors({**GOOD_CONFIG, "power_extender_port": 10290.5}) != []
     assert config_errors({**GOOD_CONFIG, "power_extender_port": True}) != []
     assert config_errors({**GOOD_CONFIG, "power_extender_code_dir": "/opt/../etc"}) != []
+
+
+# --- exact messages, boundaries and edge cases (mutation testing, issue 17 item 6) -------------------
+
+
+def test_request_and_overhead_errors_name_the_field_and_the_quantity_error():
+    with pytest.raises(ExtenderError) as err:
+        pod_requests(pod("p", memory="lots"))
+    assert str(err.value).startswith("spec.containers[0].resources.requests.memory: ")
+    assert "lots" in str(err.value)
+    bad_init = {"name": "i", "resources": {"requests": {"cpu": "x1"}}}
+    with pytest.raises(ExtenderError) as err:
+        pod_requests(pod("p", init=[bad_init]))
+    assert str(err.value).startswith("spec.initContainers[0].resources.requests.cpu: ")
+    with pytest.raises(ExtenderError) as err:
+        pod_requests(pod("p", overhead={"cpu": "x2"}))
+    assert str(err.value).startswith("spec.overhead.cpu: ")
+    with pytest.raises(ExtenderError) as err:
+        pod_requests(pod("p", overhead={"memory": "x3"}))
+    assert str(err.value).startswith("spec.overhead.memory: ")
+    second = {"spec": {"containers": [{"name": "a"}, {"name": "b", "resources": {"requests": {"cpu": "y"}}}]}}
+    with pytest.raises(ExtenderError) as err:
+        pod_requests(second)
+    assert str(err.value).startswith("spec.containers[1].resources.requests.cpu: ")
+
+
+def test_pod_requests_sums_every_container_and_takes_init_memory_like_cpu():
+    two = {
+        "spec": {
+            "containers": [
+                {"name": "a", "resources": {"requests": {"cpu": "100m", "memory": "1Ki"}}},
+                {"name": "b", "resources": {"requests": {"cpu": "200m", "memory": "2Ki"}}},
+                None,
+                {"name": "c", "resources": None},
+            ]
+        }
+    }
+    assert pod_requests(two) == (300, 3 * 1024)
+    # Memory: sidecars add to the sum and to the init containers after them, as cpu does.
+    sidecar = {"name": "s", "restartPolicy": "Always", "resources": {"requests": {"memory": "1Ki"}}}
+    late = {"name": "l", "resources": {"requests": {"memory": "4Ki"}}}
+    assert pod_requests(pod("p", cpu="0", memory="2Ki", init=[sidecar, late])) == (0, 5 * 1024)
+    assert pod_requests(pod("p", cpu="0", memory="2Ki", init=[late, sidecar])) == (0, 4 * 1024)
+    # Two sidecars: the second init sees both; the pod sums both.
+    s1 = {"name": "s1", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m", "memory": "1Ki"}}}
+    s2 = {"name": "s2", "restartPolicy": "Always", "resources": {"requests": {"cpu": "200m", "memory": "2Ki"}}}
+    assert pod_requests(pod("p", cpu="0", memory="0", init=[s1, s2])) == (300, 3 * 1024)
+    # A sidecar adds to a larger containers' sum.
+    assert pod_requests(pod("p", cpu="1", memory="4Ki", init=[s1])) == (1100, 5 * 1024)
+    big = {"name": "big", "resources": {"requests": {"cpu": "1", "memory": "8Ki"}}}
+    assert pod_requests(pod("p", cpu="0", memory="0", init=[s1, s2, big])) == (1300, 11 * 1024)
+    assert pod_requests(pod("p", cpu="0", memory="0", init=[big, s1, s2])) == (1000, 8 * 1024)
+    # Only-memory / only-cpu overhead.
+    assert pod_requests(pod("p", cpu="100m", memory="1Ki", overhead={"memory": "1Ki"})) == (100, 2048)
+    assert pod_requests(pod("p", cpu="100m", memory="1Ki", overhead={"cpu": "5m"})) == (105, 1024)
+    assert pod_requests(None) == (0, 0)
+    assert pod_requests({"spec": {"initContainers": [None]}}) == (0, 0)
+
+
+def none_problem(prefix):
+    return f"no annotation {prefix}/power-model (the power_models role publishes it once the node has a good fit)"
+
+
+def test_node_summary_messages_in_full():
+    none = node_summary(node("b"), "poweraware.io")
+    assert none["problem"] == (
+        "no annotation poweraware.io/power-model (the power_models role publishes it once the node has a good fit)"
+    )
+    broken = node_summary(node("c", annotation="{not json"), "poweraware.io")
+    assert broken["problem"].startswith("annotation poweraware.io/power-model is not a valid model: ")
+    try:
+        json.loads("{not json")
+    except ValueError as err:
+        assert broken["problem"] == f"annotation poweraware.io/power-model is not a valid model: {err}"
+    with pytest.raises(ExtenderError) as err:
+        node_summary({"metadata": {"name": "x"}, "status": {}}, "poweraware.io")
+    assert str(err.value) == "node 'x': status.capacity.cpu is missing"
+    with pytest.raises(ExtenderError) as err:
+        node_summary({"metadata": {"name": "x"}, "status": {"capacity": {"cpu": "lots"}}}, "poweraware.io")
+    assert str(err.value).startswith("node 'x': status.capacity.cpu: ")
+    with pytest.raises(ExtenderError) as err:
+        node_summary(
+            {"metadata": {"name": "x"}, "status": {"capacity": {"cpu": "1"}, "allocatable": {"cpu": "z"}}}, "p.io"
+        )
+    assert str(err.value).startswith("node 'x': status.allocatable.cpu: ")
+    with pytest.raises(ExtenderError) as err:
+        node_summary(
+            {"metadata": {"name": "x"}, "status": {"capacity": {"cpu": "1"}, "allocatable": {"memory": "z"}}}, "p.io"
+        )
+    assert str(err.value).startswith("node 'x': status.allocatable.memory: ")
+    for nameless in ({}, {"metadata": {"name": ""}}, {"metadata": {"name": 5}}, None):
+        with pytest.raises(ExtenderError) as err:
+            node_summary(nameless, "p.io")
+        assert str(err.value) == "node: metadata.name is missing"
+
+
+def test_node_summary_allocatable_defaults():
+    bare = node_summary({"metadata": {"name": "x"}, "status": {"capacity": {"cpu": "2"}}}, "p.io")
+    assert bare == {
+        "name": "x",
+        "cpu_capacity": 2000,
+        "cpu_allocatable": 2000,
+        "memory_allocatable": None,
+        "model": None,
+        "problem": "no annotation p.io/power-model (the power_models role publishes it once the node has a good fit)",
+    }
+    split = node_summary(node("y", cpu="4", allocatable_cpu="3500m", memory="1Ki"), "p.io")
+    assert (split["cpu_capacity"], split["cpu_allocatable"], split["memory_allocatable"]) == (4000, 3500, 1024)
+
+
+def test_cluster_state_default_prefix_problems_and_bookkeeping():
+    state = ClusterState()
+    assert state.annotation_prefix == "poweraware.io"
+    state.set_nodes([node("a", model=LINEAR_CHEAP), {"metadata": {"name": "broken"}, "status": {}}, node("c")])
+    assert set(state.nodes) == {"a", "c"}
+    assert state.problems == {"node broken": "node 'broken': status.capacity.cpu is missing"}
+    state.node_event("BOOKMARK", node("z"))
+    assert set(state.nodes) == {"a", "c"}
+    state.set_nodes([node("c")])
+    assert set(state.nodes) == {"c"}
+    # A pod's totals leave when its last request does; pods without uid are keyed namespace/name.
+    state.set_pods([{"metadata": {"name": "p", "namespace": "ns"}, "spec": pod("p", cpu="1", node_name="c")["spec"]}])
+    assert list(state.pods) == ["ns/p"] and state.requested == {"c": [1000, 256 * 2**20]}
+    state.pod_event("DELETED", {"metadata": {"name": "p", "namespace": "ns"}})
+    assert state.pods == {} and state.requested == {}
+    state.pod_event("ADDED", {"metadata": {"name": "q"}, "spec": pod("q", cpu="1", node_name="c")["spec"]})
+    assert list(state.pods) == ["/q"]
+    state.pod_event("ADDED", {"metadata": {"namespace": "ns"}, "spec": pod("r", cpu="1", node_name="c")["spec"]})
+    assert list(state.pods) == ["/q", "ns/"]
+    # A pod whose requests are zero on one side is kept until both are zero.
+    state.set_pods([pod("m", cpu="0", memory="1Ki", node_name="c"), pod("n", cpu="1", memory="0", node_name="c")])
+    state.pod_event("DELETED", pod("n"))
+    assert state.requested == {"c": [0, 1024]}
+    # An unknown event kind does not forget the pod; a re-add replaces it.
+    state.pod_event("BOOKMARK", pod("m", cpu="5", node_name="c"))
+    assert state.requested == {"c": [0, 1024]}
+    state.pod_event("MODIFIED", pod("m", cpu="2", memory="0", node_name="c"))
+    assert state.requested == {"c": [2000, 0]} and state.pods == {"m": ("c", 2000, 0)}
+    state.pod_event("MODIFIED", pod("m", cpu="2", memory="0", node_name="c", phase="Failed"))
+    assert state.requested == {} and state.pods == {}
+    state.pod_event("ADDED", pod("bad", memory="lots", node_name="c"))
+    assert state.problems["pod bad"].startswith("spec.containers[0].resources.requests.memory: ")
+
+
+def test_candidates_prefer_given_objects_skip_bad_ones_and_pass_memory_only_when_known():
+    state = ClusterState()
+    state.set_nodes([node("a", cpu="2", model=LINEAR_CHEAP), node("b")])
+    state.set_pods([pod("p", cpu="1", memory="1Ki", node_name="a")])
+    given = [{"metadata": {"name": "bad"}, "status": {}}, node("b", cpu="8", model=LINEAR_DEAR)]
+    inputs, neutral, unknown = state.candidates(["a", "b", "ghost"], given)
+    assert inputs == [
+        {
+            "name": "a",
+            "cpu_capacity": 2000,
+            "cpu_allocatable": 2000,
+            "cpu_requested": 1000,
+            "model": LINEAR_CHEAP,
+            "memory_allocatable": 8 * 2**30,
+            "memory_requested": 1024,
+        },
+        {
+            "name": "b",
+            "cpu_capacity": 8000,
+            "cpu_allocatable": 8000,
+            "cpu_requested": 0,
+            "model": LINEAR_DEAR,
+            "memory_allocatable": 8 * 2**30,
+            "memory_requested": 0,
+        },
+    ]
+    assert neutral == {} and unknown == ["ghost"]
+    state.set_nodes([{"metadata": {"name": "nomem"}, "status": {"capacity": {"cpu": "1"}}}])
+    inputs, neutral, unknown = state.candidates(["nomem"])
+    assert inputs == [
+        {"name": "nomem", "cpu_capacity": 1000, "cpu_allocatable": 1000, "cpu_requested": 0, "model": None}
+    ]
+    assert neutral == {"nomem": none_problem("poweraware.io")}
+    assert STALE == "the extender's view of pods and nodes is not current (its watch is reconnecting)"
+
+
+def test_parse_args_messages_in_full():
+    for bad, message in (
+        ("[]", "request body: expected an ExtenderArgs object"),
+        ('{"NodeNames": []}', "request body: Pod is missing"),
+        ('{"Pod": 1, "NodeNames": []}', "request body: Pod is missing"),
+        ('{"Pod": {}}', "request body: neither Nodes nor NodeNames is set"),
+        ('{"Pod": {}, "NodeNames": "a"}', "request body: NodeNames must be a list of node names"),
+        ('{"Pod": {}, "NodeNames": ["a", 1]}', "request body: NodeNames must be a list of node names"),
+        (
+            '{"Pod": {}, "Nodes": {"items": [{"metadata": {"name": "a"}}, {}]}}',
+            "Nodes.items[1]: metadata.name is missing",
+        ),
+    ):
+        with pytest.raises(ExtenderError) as err:
+            parse_args(bad)
+        assert str(err.value) == message
+    try:
+        json.loads("{")
+    except ValueError as err:
+        expected = f"request body: not JSON: {err}"
+    with pytest.raises(ExtenderError) as err:
+        parse_args("{")
+    assert str(err.value) == expected
+    # The Go name wins when both spellings are sent; Nodes without items is an empty list.
+    body = json.dumps({"Pod": {"a": 1}, "pod": {"b": 2}, "NodeNames": ["x"], "nodeNames": ["y"]})
+    assert parse_args(body) == ({"a": 1}, ["x"], None)
+    assert parse_args(json.dumps({"Pod": {}, "Nodes": {"items": None}})) == ({}, [], [])
+    assert parse_args(json.dumps({"Pod": {}, "Nodes": None, "NodeNames": ["n"]})) == ({}, ["n"], None)
+    assert parse_args(json.dumps({"Pod": {}, "NodeNames": []})) == ({}, [], None)
+
+
+def test_filter_and_prioritize_replies_in_full():
+    state = _state()
+    reply, ranked = filter_result(state, pod("new", cpu="1"), ["dear", "cheap", "ghost"])
+    assert reply == {
+        "FailedNodes": {"cheap": next(r["reason"] for r in ranked if r["name"] == "cheap")},
+        "Error": "",
+        "NodeNames": ["dear", "ghost"],
+    }
+    objects = [node("dear", model=LINEAR_DEAR), node("small", cpu="500m")]
+    reply, ranked = filter_result(state, pod("new", cpu="1"), ["dear", "small"], objects)
+    assert reply == {
+        "FailedNodes": {"small": next(r["reason"] for r in ranked if r["name"] == "small")},
+        "Error": "",
+        "Nodes": {"items": [objects[0]]},
+    }
+    scores, _ranked, _neutral, unknown = prioritize_result(state, pod("new", cpu="100m"), ["ghost", "other"])
+    assert scores == [{"Host": "ghost", "Score": 5}, {"Host": "other", "Score": 5}] and unknown == ["ghost", "other"]
+    with pytest.raises(ExtenderError) as err:
+        prioritize_result(state, pod("new", cpu="lots"), ["dear"])
+    assert str(err.value).startswith("spec.containers[0].resources.requests.cpu: ")
+
+
+def _problems(**changes):
+    return config_errors({**GOOD_CONFIG, **changes})
+
+
+def test_config_messages_in_full():
+    assert _problems(power_extender_state="running") == ["power_extender_state='running': must be present or absent"]
+    assert _problems(power_extender_state="absent") == []
+    assert _problems(power_extender_port=0) == [
+        "power_extender_port=0: must be a TCP port, a whole number from 1 to 65535 (default 10290)"
+    ]
+    assert _problems(power_extender_address="localhost") == [
+        "power_extender_address='localhost': must be an IP address (the serving certificate names it); use 127.0.0.1"
+    ]
+    assert _problems(power_extender_address="::1") == []
+    assert _problems(power_extender_allowed_clients=[]) == [
+        "power_extender_allowed_clients=[]: must be a non-empty list of client certificate common names "
+        "(kube-scheduler's: scheduler_extender_client_common_name); from -e give JSON: "
+        '\'{"power_extender_allowed_clients": ["cn"]}\''
+    ]
+    assert _problems(power_extender_api_user="system:x") == [
+        "power_extender_api_user='system:x': must be a user name outside the reserved system: prefix "
+        "(default poweraware:scheduler-extender)"
+    ]
+    assert _problems(power_extender_annotation_prefix="A") == [
+        "power_extender_annotation_prefix='A': must be a DNS subdomain, the power_models role's "
+        "power_models_annotation_prefix"
+    ]
+    assert _problems(power_extender_http_timeout=0.04) == [
+        "power_extender_http_timeout=0.04: must be a number of seconds, at least 0.05"
+    ]
+    assert _problems(power_extender_wait_timeout=0.5) == [
+        "power_extender_wait_timeout=0.5: must be a number of seconds, at least 1"
+    ]
+    assert _problems(power_extender_code_dir="opt") == [
+        "power_extender_code_dir='opt': must be an absolute path without '..'"
+    ]
+    assert _problems(power_extender_pki_dir="/etc/kubernetes/manifests/") == [
+        "power_extender_pki_dir='/etc/kubernetes/manifests/': must be outside /etc/kubernetes/manifests: "
+        "kubelet runs every file there as a static pod"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("changes", "bad"),
+    [
+        ({"power_extender_port": 1}, []),
+        ({"power_extender_port": 65535}, []),
+        ({"power_extender_port": "65535"}, []),
+        ({"power_extender_port": " 443 "}, []),
+        ({"power_extender_port": 443.0}, []),
+        ({"power_extender_port": 65536}, ["power_extender_port"]),
+        ({"power_extender_port": -1}, ["power_extender_port"]),
+        ({"power_extender_port": None}, ["power_extender_port"]),
+        ({"power_extender_port": "port"}, ["power_extender_port"]),
+        ({"power_extender_port": [443]}, ["power_extender_port"]),
+        ({"power_extender_port": False}, ["power_extender_port"]),
+        ({"power_extender_address": None}, ["power_extender_address"]),
+        ({"power_extender_allowed_clients": ("a", "b")}, []),
+        ({"power_extender_allowed_clients": ["a", " "]}, ["power_extender_allowed_clients"]),
+        ({"power_extender_allowed_clients": ["a", 1]}, ["power_extender_allowed_clients"]),
+        ({"power_extender_allowed_clients": None}, ["power_extender_allowed_clients"]),
+        ({"power_extender_api_user": " "}, ["power_extender_api_user"]),
+        ({"power_extender_api_user": 5}, ["power_extender_api_user"]),
+        ({"power_extender_api_user": "me:system:x"}, []),
+        ({"power_extender_annotation_prefix": "a" * 61 + ("." + "b" * 63) * 3}, []),
+        (
+            {"power_extender_annotation_prefix": "a" * 61 + ("." + "b" * 63) * 3 + "c"},
+            ["power_extender_annotation_prefix"],
+        ),
+        ({"power_extender_annotation_prefix": None}, ["power_extender_annotation_prefix"]),
+        ({"power_extender_annotation_prefix": "a-b.c9"}, []),
+        ({"power_extender_annotation_prefix": "-a"}, ["power_extender_annotation_prefix"]),
+        ({"power_extender_annotation_prefix": "a-"}, ["power_extender_annotation_prefix"]),
+        ({"power_extender_annotation_prefix": "a..b"}, ["power_extender_annotation_prefix"]),
+        ({"power_extender_stale_after": 1}, []),
+        ({"power_extender_stale_after": 0.99}, ["power_extender_stale_after"]),
+        ({"power_extender_stale_after": float("inf")}, ["power_extender_stale_after"]),
+        ({"power_extender_stale_after": "inf"}, ["power_extender_stale_after"]),
+        ({"power_extender_http_timeout": 0.05}, []),
+        ({"power_extender_http_timeout": "0.05"}, []),
+        ({"power_extender_wait_timeout": 1}, []),
+        ({"power_extender_wait_timeout": None}, ["power_extender_wait_timeout"]),
+        ({"power_extender_code_dir": "/opt/x/"}, []),
+        ({"power_extender_code_dir": "/opt/x/.."}, ["power_extender_code_dir"]),
+        ({"power_extender_code_dir": "/opt/..x"}, []),
+        ({"power_extender_code_dir": None}, ["power_extender_code_dir"]),
+        ({"power_extender_manifest_path": "manifest.yaml"}, ["power_extender_manifest_path"]),
+        ({"power_extender_code_dir": "/etc/kubernetes/manifests-code"}, []),
+        ({"power_extender_code_dir": "/etc/kubernetes/manifestsX"}, []),
+        ({"power_extender_code_dir": "/etc/kubernetes/manifests"}, ["power_extender_code_dir"]),
+        ({"power_extender_pki_dir": "/etc/kubernetes/manifests/pki"}, ["power_extender_pki_dir"]),
+        (
+            {
+                "power_extender_code_dir": "/etc/kubernetes/manifests/c",
+                "power_extender_pki_dir": "/etc/kubernetes/manifests/p",
+            },
+            ["power_extender_code_dir", "power_extender_pki_dir"],
+        ),
+        (
+            {"power_extender_code_dir": "/etc/kubernetes/manifests/c", "power_extender_manifest_path": "m"},
+            ["power_extender_manifest_path"],
+        ),
+    ],
+)
+def test_config_boundaries(changes, bad):
+    assert [p.partition("=")[0] for p in _problems(**changes)] == bad
+
+
+def test_a_new_state_takes_events_before_any_list_and_ignores_deletes_of_unknown_nodes():
+    state = ClusterState("p.io")
+    state.node_event("ADDED", node("a"))
+    state.pod_event("ADDED", pod("p", cpu="1", node_name="a"))
+    assert set(state.nodes) == {"a"} and state.requested == {"a": [1000, 256 * 2**20]}
+    state.node_event("DELETED", node("never-seen"))
+    assert set(state.nodes) == {"a"}
+    with pytest.raises(ExtenderError) as err:
+        state.node_event("DELETED", {"metadata": {}})
+    assert str(err.value) == "node: metadata.name is missing"
+
+
+def test_a_bad_model_is_named_with_the_node():
+    wrong = node_summary(node("d", model={"kind": "cubic", "params": {}}), "poweraware.io")
+    assert wrong["problem"] == (
+        "annotation poweraware.io/power-model is not a valid model: power model for node 'd': model.kind: "
+        "unknown kind 'cubic'; expected one of piecewise_linear, peaks, linear"
+    )
+
+
+def test_a_node_object_ranking_refuses_is_an_extender_error_with_its_message():
+    zero = {"metadata": {"name": "z"}, "status": {"capacity": {"cpu": "0"}}}
+    with pytest.raises(ExtenderError) as err:
+        prioritize_result(ClusterState(), pod("new"), ["z"], [zero])
+    assert str(err.value) == "placement score: node 'z': cpu_capacity: is zero; a node that can run pods has some CPU"
+
+
+def test_prioritize_uses_the_node_objects_it_is_given_and_filter_ranks_fresh_by_default():
+    state = ClusterState()
+    scores, ranked, neutral, unknown = prioritize_result(
+        state, pod("new", cpu="1"), ["x"], [node("x", model=LINEAR_CHEAP)]
+    )
+    assert scores == [{"Host": "x", "Score": 10}] and unknown == [] and neutral == {}
+    assert ranked[0]["cost_w"] == pytest.approx(25.0)
+    _reply, ranked = filter_result(_state(), pod("new", cpu="1"), ["dear", "plain"])
+    assert {r["name"]: r["cost_w"] for r in ranked} == {"dear": pytest.approx(100.0), "plain": None}
+    _reply, ranked = filter_result(_state(), pod("new", cpu="1"), ["dear"], fresh=False)
+    assert [r["cost_w"] for r in ranked] == [None]
+
+
+def test_the_manifest_directory_is_the_manifest_path_s_parent_without_trailing_slashes():
+    inside = "/etc/kubernetes/manifests/c"
+    assert _problems(
+        power_extender_manifest_path="/etc/kubernetes/manifests/x.yaml/", power_extender_code_dir=inside
+    ) == [
+        f"power_extender_code_dir={inside!r}: must be outside /etc/kubernetes/manifests: "
+        "kubelet runs every file there as a static pod"
+    ]
+
+
+def test_an_annotation_prefix_with_a_trailing_newline_is_refused():
+    # '$' matches before a final newline; Kubernetes would refuse the annotation key later.
+    problems = config_errors({**GOOD_CONFIG, "power_extender_annotation_prefix": "poweraware.io\n"})
+    assert len(problems) == 1 and "must be a DNS subdomain" in problems[0], problems
