@@ -462,13 +462,11 @@ def test_parse_args_messages_in_full():
         with pytest.raises(ExtenderError) as err:
             parse_args(bad)
         assert str(err.value) == message
-    try:
+    with pytest.raises(ValueError) as decode_error:
         json.loads("{")
-    except ValueError as err:
-        expected = f"request body: not JSON: {err}"
     with pytest.raises(ExtenderError) as err:
         parse_args("{")
-    assert str(err.value) == expected
+    assert str(err.value) == f"request body: not JSON: {decode_error.value}"
     # The Go name wins when both spellings are sent; Nodes without items is an empty list.
     body = json.dumps({"Pod": {"a": 1}, "pod": {"b": 2}, "NodeNames": ["x"], "nodeNames": ["y"]})
     assert parse_args(body) == ({"a": 1}, ["x"], None)

@@ -268,7 +268,7 @@ def test_seq_remove_removes_every_matching_item():
         "    - --bind-address=127.0.0.1\n    - --kubeconfig=/etc/kubernetes/scheduler.conf\n", ""
     )
     text = surgical(POD, ye.SeqRemove(["spec"], "volumes", lambda v: v["name"] == "kubeconfig", drop_key_if_empty=True))
-    assert text == POD.split("  volumes:\n")[0]
+    assert text == POD.split("  volumes:\n", maxsplit=1)[0]
     assert surgical(POD, ye.SeqRemove(["spec"], "hostNetwork", lambda v: True)) == POD
     assert surgical(POD, ye.SeqRemove(["spec"], "missing", lambda v: True)) == POD
     assert surgical(POD, ye.SeqRemove(CMD, "command", lambda v: False)) == POD
