@@ -39,17 +39,22 @@ def _suffix_multiplier(suffix: str) -> Fraction:
     return Fraction(10) ** exponent
 
 
+def _whole(text: str, scale: int, kind: str, examples: str) -> int:
+    """``text`` times ``scale``, rounded up; ``kind`` and ``examples`` word the errors."""
+    match = _QUANTITY.match(text)
+    if match is None:
+        raise QuantityError(f"{text!r} is not a Kubernetes {kind} (examples: {examples})")
+    amount = Fraction(match.group("number")) * _suffix_multiplier(match.group("suffix") or "") * scale
+    if amount < 0:
+        # Checked before rounding: ceil would turn -1n (-0.000001 millicores) into 0.
+        raise QuantityError(f"{text!r} is negative; a {kind} must be zero or more")
+    return math.ceil(amount)
+
+
 # Node capacities repeat across thousands of nodes ("64", "96"): parse each spelling once.
 @functools.lru_cache(maxsize=256)
 def _string_millicores(text: str) -> int:
-    match = _QUANTITY.match(text)
-    if match is None:
-        raise QuantityError(f"{text!r} is not a Kubernetes CPU quantity (examples: '250m', '2', '1.5')")
-    amount = Fraction(match.group("number")) * _suffix_multiplier(match.group("suffix") or "") * 1000
-    if amount < 0:
-        # Checked before rounding: ceil would turn -1n (-0.000001 millicores) into 0.
-        raise QuantityError(f"{text!r} is negative; a CPU quantity must be zero or more")
-    return math.ceil(amount)
+    return _whole(text, 1000, "CPU quantity", "'250m', '2', '1.5'")
 
 
 def parse_cpu_quantity(value: object) -> int:
@@ -85,13 +90,7 @@ def parse_cpu_quantity(value: object) -> int:
 
 @functools.lru_cache(maxsize=256)
 def _string_units(text: str) -> int:
-    match = _QUANTITY.match(text)
-    if match is None:
-        raise QuantityError(f"{text!r} is not a Kubernetes quantity (examples: '512Mi', '1G', '1500')")
-    amount = Fraction(match.group("number")) * _suffix_multiplier(match.group("suffix") or "")
-    if amount < 0:
-        raise QuantityError(f"{text!r} is negative; a quantity must be zero or more")
-    return math.ceil(amount)
+    return _whole(text, 1, "quantity", "'512Mi', '1G', '1500'")
 
 
 def parse_byte_quantity(value: object) -> int:

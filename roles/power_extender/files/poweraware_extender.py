@@ -55,6 +55,11 @@ DURATION = "poweraware_extender_request_duration_seconds"
 MAX_BODY = 64 << 20
 
 
+def _query(path, params):
+    """``path`` with ``params`` appended (a resource path may carry its field selector already)."""
+    return f"{path}{'&' if '?' in path else '?'}{params}"
+
+
 def log(message):
     print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {message}", flush=True)
 
@@ -160,8 +165,7 @@ class Service:
     def _list(self, name):
         path, items, token = RESOURCES[name], [], ""
         while True:
-            sep = "&" if "?" in path else "?"
-            query = f"{path}{sep}limit=500" + (f"&continue={urllib.parse.quote(token)}" if token else "")
+            query = _query(path, "limit=500" + (f"&continue={urllib.parse.quote(token)}" if token else ""))
             conn = self._connection(30)
             try:
                 conn.request("GET", query, headers={"Accept": "application/json"})
@@ -186,8 +190,9 @@ class Service:
     def _watch(self, name, version):
         """Apply events until the watch ends; return the last resourceVersion, or None to re-list."""
         path = RESOURCES[name]
-        sep = "&" if "?" in path else "?"
-        query = f"{path}{sep}watch=1&allowWatchBookmarks=true&timeoutSeconds={WATCH_SECONDS}&resourceVersion={version}"
+        query = _query(
+            path, f"watch=1&allowWatchBookmarks=true&timeoutSeconds={WATCH_SECONDS}&resourceVersion={version}"
+        )
         conn = self._connection(WATCH_SECONDS + 30)
         try:
             conn.request("GET", query, headers={"Accept": "application/json"})
