@@ -17,13 +17,14 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 PYTEST_ARGS ?=
 
-.PHONY: help venv collection system-deps test lint sanity unit integration bench clean
+.PHONY: help venv collection system-deps test lint sanity unit integration bench live-bench clean
 
 help:
 	@echo "make lab        start the local lab cluster (builds binaries once, cached)"
 	@echo "make lab-down   stop the lab and remove its state (make lab-status: processes, health, nodes)"
 	@echo "make test       run lint, sanity, unit and integration tests (what CI runs)"
 	@echo "make lint | sanity | unit | integration | bench"
+	@echo "make live-bench the live placement replay on a lab of 8 workers (about an hour; docs/placement-benchmark.md)"
 
 # --- set-up -------------------------------------------------------------------------------
 $(BIN)/python:
@@ -81,9 +82,16 @@ CHECKS = $(MAKE) --no-print-directory -j3 --output-sync=target lint sanity unit
 test: venv system-deps
 	$(BIN)/python scripts/integration.py --checks "$(CHECKS)" $(PYTEST_ARGS)
 
+# The offline benchmarks; the live replay needs a lab of its own shape (live-bench).
 bench: venv
-	@for b in $(sort $(wildcard benchmarks/[a-z]*.py)); do \
+	@for b in $(sort $(filter-out benchmarks/live_placement.py,$(wildcard benchmarks/[a-z]*.py))); do \
 	  echo "== $$b"; $(BIN)/python $$b --data "$(SHARED_DATA)"; done
+
+# A lab of eight workers of four server models (the running lab is replaced), site.yml, the replay.
+live-bench: venv
+	$(BIN)/python -m lab down
+	$(BIN)/python -m lab up --workers 8 --server-types 4
+	$(BIN)/python benchmarks/live_placement.py --data "$(SHARED_DATA)" --prepare
 
 clean:
 	rm -rf .cache/sanity tests/output .pytest_cache .ruff_cache

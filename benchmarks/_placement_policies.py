@@ -14,6 +14,7 @@ no telemetry at all (no load-watcher metrics, no package power series) and stays
 
 from __future__ import annotations
 
+import bisect
 import pathlib
 import sys
 
@@ -25,9 +26,11 @@ _COLLECTIONS = pathlib.Path(__file__).resolve().parent.parent / ".cache" / "coll
 if str(_COLLECTIONS) not in sys.path:
     sys.path.insert(0, str(_COLLECTIONS))
 
+from ansible_collections.poweraware.k8s.plugins.module_utils._extender import extender_priority  # noqa: E402
 from ansible_collections.poweraware.k8s.plugins.module_utils._placement_score import (  # noqa: E402
     placement_cost,
     rank_key,
+    rank_nodes,
 )
 from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import (  # noqa: E402
     PowerModelError,
@@ -110,7 +113,32 @@ class MostAllocated(KubeDefault):
     resource_score = staticmethod(most_requested_score)
 
 
-class TasPower(Policy):
+class _Lagged:
+    """Telemetry ``lag_s`` seconds old (0: the current value): what TAS reads has passed collectd's
+    interval, a scrape, a rule evaluation and TAS's own poll. ``observe`` keeps the replay's history
+    of requests and power; ``seen`` returns the state as it was ``lag_s`` before ``now``."""
+
+    lag_s = 0.0
+
+    def prepare(self, cluster, regime, rng):
+        super().prepare(cluster, regime, rng)
+        self.history = []  # (t, requests, watts) after each event, when lag_s > 0
+
+    def observe(self, t, alloc_m, node_watts):
+        if self.lag_s > 0:
+            self.history.append((t, alloc_m.copy(), node_watts.copy()))
+
+    def seen(self, alloc_m, node_watts):
+        if self.lag_s <= 0:
+            return alloc_m, node_watts
+        history = self.history
+        cutoff = self.now - self.lag_s
+        index = bisect.bisect_right([h[0] for h in history], cutoff) - 1
+        _t, alloc, watts = history[max(index, 0)]
+        return alloc, watts
+
+
+class TasPower(_Lagged, Policy):
     """Telemetry Aware Scheduling power policy (intel/platform-aware-scheduling power demo).
 
     ``scheduleonmetric`` on ``package_power_avg`` (power relative to TDP, percent) with operator
@@ -125,8 +153,13 @@ class TasPower(Policy):
     name = "tas-power"
 
     def choose(self, alloc_m, request_m, feasible):
+        return self.pick_best(self.priorities(alloc_m, request_m, feasible), feasible, alloc_m)
+
+    def priorities(self, alloc_m, request_m, feasible) -> np.ndarray:
+        """TAS's prioritize reply for the feasible nodes (0 for a node left out of it)."""
         cluster = self.cluster
         watts = cluster.power(alloc_m, "on") if self.node_watts is None else self.node_watts
+        _alloc, watts = self.seen(alloc_m, watts)
         metric = 100.0 * watts / cluster.p_max
         scores = np.zeros(len(cluster), dtype=np.float64)
         # TAS ranks every node it is asked about that has the metric (the scheduler sends the
@@ -141,7 +174,7 @@ class TasPower(Policy):
             else:
                 order = np.argsort(metric_c, kind="stable")
             scores[cand[order]] = 10 - np.arange(len(cand))
-        return self.pick_best(scores, feasible, alloc_m)
+        return scores
 
 
 class _ModelPolicy(Policy):
@@ -149,6 +182,57 @@ class _ModelPolicy(Policy):
 
     def __init__(self, models: dict[int, dict]):
         self.models = models  # a node missing from the map has no model
+
+
+class TasModelJump(_Lagged, _ModelPolicy):
+    """TAS on the power models' recorded metric (what ``site.yml`` deploys with power models):
+    ``scheduleonmetric`` ``LessThan`` on ``power_model_jump_watts``, the watts the node's model
+    predicts a reference pod of ``reference_m`` millicores adds at the node's current utilisation
+    (docs/power-models.md; past 100 % the model's last slope continues, as the recording rule's
+    ramps do). TAS scores as in ``TasPower`` (10, 9, 8, ... by rank; a node without the metric,
+    i.e. without a model, is left out and counts 0). The metric is the true current value (no
+    scrape or rule delay), which favours TAS; it ignores the pod's own size."""
+
+    name = "tas-jump"
+
+    def __init__(self, models: dict[int, dict], reference_m: int = 1000):
+        super().__init__(models)
+        self.reference_m = reference_m
+
+    def prepare(self, cluster, regime, rng):
+        super().prepare(cluster, regime, rng)
+        self.predict = {i: compile_model(m, cluster.nodes[i].name) for i, m in self.models.items()}
+
+    def metric(self, i: int, alloc: int) -> float:
+        capacity = float(self.cluster.capacity_m[i])
+        util = 100.0 * alloc / capacity
+        step = 100.0 * self.reference_m / capacity
+        predict = self.predict[i]
+        top = min(util + step, 100.0)
+        jump = predict(top) - predict(util)
+        if util + step > 100.0:  # the last slope continues past 100 %
+            slope = predict(100.0) - predict(99.0)
+            jump += slope * (util + step - 100.0)
+        return jump
+
+    def choose(self, alloc_m, request_m, feasible):
+        return self.pick_best(self.priorities(alloc_m, request_m, feasible), feasible, alloc_m)
+
+    def priorities(self, alloc_m, request_m, feasible) -> np.ndarray:
+        scores = np.zeros(len(self.cluster), dtype=np.float64)
+        seen, _watts = self.seen(alloc_m, self.node_watts)
+        cand = [i for i in np.flatnonzero(feasible).tolist() if i in self.predict]
+        if self.regime == "off":
+            cand = [i for i in cand if alloc_m[i] > 0]
+        if cand:
+            metric = np.array([self.metric(i, int(seen[i])) for i in cand])
+            if len(np.unique(metric)) < len(cand):
+                self.random_ties += 1
+                order = np.lexsort((self.rng.random(len(cand)), metric))
+            else:
+                order = np.argsort(metric, kind="stable")
+            scores[np.array(cand)[order]] = 10 - np.arange(len(cand))
+        return scores
 
 
 class UpstreamPeaks(_ModelPolicy):
@@ -262,3 +346,71 @@ class GreedyTrue(Policy):
         before = cluster.power(alloc_m, self.regime) if self.node_watts is None else self.node_watts
         after = cluster.power(np.minimum(alloc_m + request_m, cluster.capacity_m), self.regime)
         return self.pick_best(-(after - before), feasible, alloc_m)
+
+
+class OursExtender(_ModelPolicy):
+    """Our extender's prioritize reply (``_extender.prioritize_result``): ``rank_nodes`` over the
+    nodes kube-scheduler sends (the feasible ones), its 0..100 scores as priorities 0..10; a node
+    without a model gets the neutral 5. Used through ``Registered``: alone it would be ``ours``
+    with its scores rounded to 11 levels."""
+
+    name = "ours-extender"
+
+    def prepare(self, cluster, regime, rng):
+        super().prepare(cluster, regime, rng)
+        for i, model in self.models.items():
+            compile_model(model, cluster.nodes[i].name)  # validation once
+
+    def priorities(self, alloc_m, request_m, feasible) -> np.ndarray:
+        cluster = self.cluster
+        cand = np.flatnonzero(feasible).tolist()
+        nodes = [
+            {
+                "name": cluster.nodes[i].name,
+                "cpu_capacity": int(cluster.capacity_m[i]),
+                "cpu_requested": int(alloc_m[i]),
+                "model": self.models.get(i),
+                "powered_off": bool(self.regime == "off" and alloc_m[i] == 0),
+            }
+            for i in cand
+        ]
+        scores = np.zeros(len(cluster), dtype=np.float64)
+        index = {cluster.nodes[i].name: i for i in cand}
+        for result in rank_nodes(nodes, int(request_m)):
+            scores[index[result["name"]]] = extender_priority(result["score"])
+        return scores
+
+    def choose(self, alloc_m, request_m, feasible):
+        return self.pick_best(self.priorities(alloc_m, request_m, feasible), feasible, alloc_m)
+
+
+class Registered(KubeDefault):
+    """A scheduler extender as kube-scheduler uses it: the default profile's scores (``KubeDefault``)
+    plus, per node, the extender's priority (0..10) x its ``weight`` x 10 (MaxNodeScore over
+    MaxExtenderPriority; schedule_one.go prioritizeNodes), the best total bound, ties at random.
+    The other default score plugins give every node the same score for these pods (no taints,
+    affinities, spread constraints or images on the nodes), so they do not change the pick."""
+
+    regime_independent = False
+
+    def __init__(self, extender: Policy, weight: int, name: str):
+        self.extender = extender
+        self.weight = weight
+        self.name = name
+
+    def prepare(self, cluster, regime, rng):
+        super().prepare(cluster, regime, rng)
+        self.extender.prepare(cluster, regime, rng)
+
+    def observe(self, t, alloc_m, node_watts):
+        self.extender.observe(t, alloc_m, node_watts)
+
+    def choose(self, alloc_m, request_m, feasible):
+        inner = self.extender
+        inner.mem_alloc, inner.mem_request, inner.node_watts = self.mem_alloc, self.mem_request, self.node_watts
+        inner.now = self.now
+        total = self.scores(alloc_m, request_m) + 10.0 * self.weight * inner.priorities(alloc_m, request_m, feasible)
+        pick = self.pick_best(total, feasible, alloc_m)
+        self.random_ties += inner.random_ties
+        inner.random_ties = 0
+        return pick

@@ -453,9 +453,14 @@ class Policy:
         self.mem_request = 0
         self.node_watts = None  # set by ``simulate``
         self.random_ties = 0
+        self.now = 0.0
 
     def choose(self, alloc_m: np.ndarray, request_m: int, feasible: np.ndarray) -> int:
         raise NotImplementedError
+
+    def observe(self, t: float, alloc_m: np.ndarray, node_watts: np.ndarray) -> None:
+        """Called by ``simulate`` at the start and after every event, with the replay's clock (also
+        in ``now`` while ``choose`` runs): a policy on delayed telemetry keeps what it needs."""
 
     def pick_best(self, scores: np.ndarray, feasible: np.ndarray, alloc_m: np.ndarray | None = None) -> int:
         """Highest score among feasible nodes, ties broken uniformly at random.
@@ -501,8 +506,19 @@ class SimResult:
         return self.energy_j / J_PER_KWH
 
 
-def simulate(cluster: Cluster, trace: PodTrace, policy: Policy, regime: str, rng: np.random.Generator) -> SimResult:
+def simulate(
+    cluster: Cluster,
+    trace: PodTrace,
+    policy: Policy,
+    regime: str,
+    rng: np.random.Generator,
+    initial_m: Sequence[int] | None = None,
+    initial_mem_mib: Sequence[int] | None = None,
+) -> SimResult:
     """Replay ``trace`` on ``cluster`` with ``policy``; integrate true cluster power exactly.
+
+    ``initial_m`` / ``initial_mem_mib``: requests already on each node for the whole replay (a live
+    cluster's DaemonSets and services, in the live replay); default none.
 
     Scheduling queue, as kube-scheduler's: a pod that fits on no node (CPU and memory requests,
     NodeResourcesFit's filter) waits (FIFO) and is tried again each time a pod is deleted; once
@@ -518,8 +534,12 @@ def simulate(cluster: Cluster, trace: PodTrace, policy: Policy, regime: str, rng
     capacity = cluster.capacity_m
     memory = cluster.memory_mib
     placeable = fits_some_node(cluster, trace.cpu_m, trace.mem_mib)
-    alloc = np.zeros(len(cluster), dtype=np.int64)
-    alloc_mem = np.zeros(len(cluster), dtype=np.int64)
+    alloc = np.zeros(len(cluster), dtype=np.int64) if initial_m is None else np.array(initial_m, dtype=np.int64)
+    alloc_mem = (
+        np.zeros(len(cluster), dtype=np.int64) if initial_mem_mib is None else np.array(initial_mem_mib, dtype=np.int64)
+    )
+    if alloc.shape != (len(cluster),) or alloc_mem.shape != (len(cluster),):
+        raise ValueError("initial_m and initial_mem_mib take one value per node")
     policy.mem_alloc = alloc_mem
     node_watts = cluster.power(alloc, regime)
     policy.node_watts = node_watts  # kept current: true power per node (0 for a powered-off node)
@@ -550,6 +570,7 @@ def simulate(cluster: Cluster, trace: PodTrace, policy: Policy, regime: str, rng
         if not feasible.any():
             return False
         policy.mem_request = req_mem
+        policy.now = t
         node = policy.choose(alloc, req, feasible)
         if not feasible[node]:
             raise RuntimeError(f"policy {policy.name} chose node {node}, where the pod does not fit")
@@ -566,6 +587,7 @@ def simulate(cluster: Cluster, trace: PodTrace, policy: Policy, regime: str, rng
         heapq.heappush(events, (t + float(duration[pod]), 0, pod))
         return True
 
+    policy.observe(t_start, alloc, node_watts)
     while events:
         t, kind, pod = heapq.heappop(events)
         if t >= t_end:  # nothing that happens at the end of the window draws energy in it
@@ -587,6 +609,7 @@ def simulate(cluster: Cluster, trace: PodTrace, policy: Policy, regime: str, rng
             if pending:
                 pending = [p for p in pending if not bind(p, t)]
         total = float(node_watts.sum())
+        policy.observe(t, alloc, node_watts)
         if other_watts is not None:
             other_total = float(other_watts.sum())
         if out_t[-1] == t:

@@ -77,6 +77,7 @@ def config_from(args: argparse.Namespace) -> cluster.LabConfig:
     return cluster.LabConfig(
         state_dir=args.state_dir,
         workers=args.workers,
+        server_types=args.server_types,
         cpu=str(args.cpu),
         memory=args.memory,
         allocatable_memory=args.allocatable_memory,
@@ -200,6 +201,12 @@ def main(argv: list[str] | None = None) -> int:
     up = sub.add_parser("up", help="build once (cached) and start the lab; a running lab is left alone")
     defaults = cluster.LabConfig()
     up.add_argument("--workers", type=int, default=defaults.workers)
+    up.add_argument(
+        "--server-types",
+        type=int,
+        default=defaults.server_types,
+        help="SPECpower server models among the workers, each worker i model i mod K (default 0: one per worker)",
+    )
     up.add_argument("--cpu", type=int, default=int(defaults.cpu), help="CPUs (capacity and allocatable) of every node")
     up.add_argument("--memory", default=defaults.memory, help="memory capacity of every node")
     up.add_argument("--allocatable-memory", default=defaults.allocatable_memory)

@@ -86,6 +86,7 @@ class LabConfig:
 
     state_dir: pathlib.Path = DEFAULT_STATE_DIR
     workers: int = 3
+    server_types: int = 0  # SPECpower server models among the workers; 0: every worker its own
     control_plane: str = "lab-control-plane"
     worker_prefix: str = "lab-worker-"
     cpu: str = "32"
@@ -141,7 +142,7 @@ class LabConfig:
     def power_servers(self) -> tuple:
         """The SPECpower server of each worker, then the control plane's (lab/components/node_power.py);
         NoData without the data set."""
-        return node_power.lab_servers(self.workers, self.packages)
+        return node_power.lab_servers(self.workers, self.packages, self.server_types)
 
     def port(self, name: str) -> int:
         # Fixed, as on a kubeadm node: the nodes' kubeconfigs and kube-scheduler's probes use them.

@@ -65,9 +65,10 @@ class NoData(RuntimeError):
 
 
 @functools.lru_cache(maxsize=8)
-def lab_servers(workers: int, packages: int) -> tuple[_specpower.Server, ...]:
+def lab_servers(workers: int, packages: int, types: int = 0) -> tuple[_specpower.Server, ...]:
     """The servers of a lab with ``workers`` workers of ``packages`` RAPL packages each, one per
-    worker, then the control plane's (``choose_control_plane_server``)."""
+    worker (``types`` server models among them, 0: every worker its own), then the control plane's
+    (``choose_control_plane_server``)."""
     path = servers_csv()
     if not path.is_file():
         raise NoData(
@@ -75,22 +76,32 @@ def lab_servers(workers: int, packages: int) -> tuple[_specpower.Server, ...]:
             "folder that holds specpower/servers.csv (the workspace's shared/data)"
         )
     servers = _specpower.load_servers(path)
-    return (*choose_servers(servers, workers, packages), choose_control_plane_server(servers, packages))
+    return (*choose_servers(servers, workers, packages, types), choose_control_plane_server(servers, packages))
 
 
-def choose_servers(servers: list[_specpower.Server], workers: int, packages: int) -> list[_specpower.Server]:
+def choose_servers(
+    servers: list[_specpower.Server], workers: int, packages: int, types: int = 0
+) -> list[_specpower.Server]:
     """One server per worker, spread over the data set: among the servers with as many chips as
     the lab's nodes have RAPL packages (all servers when none has), ordered by idle power, the
     ones at evenly spaced quantiles, so the workers differ as a mixed fleet does and the choice is
-    the same on every machine."""
+    the same on every machine.
+
+    ``types`` > 0 makes a fleet of that many server models bought in bulk, as real clusters are
+    (and as the placement benchmark draws them): the models are the quantiles for ``types``
+    servers, and worker i gets model ``i mod types``, so every model has workers when there are at
+    least as many workers as models. 0 (or ``types`` >= ``workers``): every worker its own model."""
     if workers <= 0:
         return []
+    if types < 0:
+        raise ValueError(f"server types must be >= 0 (0: one per worker), got {types}")
     pool = [s for s in servers if s.chips == packages] or list(servers)
     if not pool:
         raise ValueError("the SPECpower data set has no server")
     pool.sort(key=lambda s: (s.idle_w, s.peak_w, s.id))
-    picked = [pool[min(len(pool) - 1, int((i + 0.5) * len(pool) / workers))] for i in range(workers)]
-    return picked
+    models = min(types, workers) if types else workers
+    picked = [pool[min(len(pool) - 1, int((i + 0.5) * len(pool) / models))] for i in range(models)]
+    return [picked[i % models] for i in range(workers)]
 
 
 def choose_control_plane_server(servers: list[_specpower.Server], packages: int) -> _specpower.Server:

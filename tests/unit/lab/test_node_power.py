@@ -32,6 +32,18 @@ def test_servers_are_spread_over_idle_power_and_match_the_packages():
     assert len(node_power.choose_servers(pool, 2, 4)) == 2
 
 
+def test_server_types_make_a_fleet_of_a_few_models_bought_in_bulk():
+    pool = [server(f"s{i}", 1, tuple(float(10 * i + k) for k in range(11))) for i in range(10)]
+    # three models at the quantiles for three, dealt round-robin over eight workers
+    chosen = [s.id for s in node_power.choose_servers(pool, 8, 1, 3)]
+    assert chosen == ["s1", "s5", "s8", "s1", "s5", "s8", "s1", "s5"]
+    # as many types as workers or more, or 0: every worker its own model (the default lab)
+    assert [s.id for s in node_power.choose_servers(pool, 3, 1, 5)] == ["s1", "s5", "s8"]
+    assert node_power.choose_servers(pool, 4, 1, 0) == node_power.choose_servers(pool, 4, 1, 4)
+    with pytest.raises(ValueError, match="server types must be >= 0"):
+        node_power.choose_servers(pool, 3, 1, -1)
+
+
 def test_the_control_plane_is_a_server_too_and_leaves_the_workers_choice_alone():
     pool = [server(f"s{i}", 1, tuple(float(10 * i + k) for k in range(11))) for i in range(10)]
     pool.append(server("two-chips", 2, FLAT))
