@@ -23,8 +23,13 @@ import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 
+import _placement_policies  # noqa: F401 - puts the collection (.cache/collections) on sys.path
 import numpy as np
 from _placement_sim import Cluster, Node, PodTrace, Policy, load_pods, make_trace, peak_demand, simulate
+from ansible_collections.poweraware.k8s.plugins.module_utils._quantity import (
+    parse_byte_quantity,
+    parse_cpu_quantity,
+)
 
 NAMESPACE = "live-placement"
 POD_PREFIX = "lp"
@@ -117,21 +122,13 @@ def spread_pods(piece: Slice, count: int) -> Slice:
 
 
 def cpu_m(quantity: str) -> int:
-    """A CPU quantity as the API writes it ("32", "31500m") in millicores."""
-    text = str(quantity)
-    return int(text[:-1]) if text.endswith("m") else int(round(float(text) * 1000))
-
-
-_MEMORY = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "Ti": 1024 * 1024, "k": 1e3 / 2**20, "M": 1e6 / 2**20, "G": 1e9 / 2**20}
+    """A CPU quantity as the API writes it ("32", "31500m") in millicores (the collection's grammar)."""
+    return parse_cpu_quantity(str(quantity))
 
 
 def memory_mib(quantity: str) -> int:
-    """A memory quantity ("127Gi", "1000Mi", "134217728") in MiB (rounded down)."""
-    text = str(quantity)
-    for suffix in sorted(_MEMORY, key=len, reverse=True):
-        if text.endswith(suffix):
-            return int(float(text[: -len(suffix)]) * _MEMORY[suffix])
-    return int(float(text) / 2**20)
+    """A memory quantity ("127Gi", "1000Mi", "134217728") in MiB, rounded down."""
+    return parse_byte_quantity(str(quantity)) // 2**20
 
 
 def cluster_of(nodes: Sequence[Mapping], servers: Mapping[str, object], server_label: str) -> Cluster:
