@@ -333,7 +333,8 @@ def run_policy(access: LabAccess, piece: live.Slice, name: str) -> live.LiveResu
     return result
 
 
-def chart(rows: list[dict], path: pathlib.Path) -> None:
+def chart(rows: list[dict], path: pathlib.Path, lagged: dict[str, float] | None = None, lag: float = 0.0) -> None:
+    """Bars per policy: live and simulated change against default (and TAS on ``lag`` s old telemetry)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -342,8 +343,11 @@ def chart(rows: list[dict], path: pathlib.Path) -> None:
     names = [r["policy"] for r in rows]
     x = np.arange(len(names))
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.bar(x - 0.2, [r["live_vs"] for r in rows], 0.4, label="live (lab)")
-    ax.bar(x + 0.2, [r.get("sim_vs") or 0.0 for r in rows], 0.4, label="simulator")
+    ax.bar(x - 0.27, [r["live_vs"] for r in rows], 0.27, label="live (lab)")
+    ax.bar(x, [r.get("sim_vs") or 0.0 for r in rows], 0.27, label="simulator")
+    if lagged:
+        heights = [lagged.get(r["policy"], 0.0) for r in rows]
+        ax.bar(x + 0.27, heights, 0.27, label=f"simulator, TAS telemetry {lag:g} s old")
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xticks(x, names)
     ax.set_ylabel("energy vs default (%)")
@@ -491,7 +495,8 @@ def measure(args: argparse.Namespace, access: LabAccess, inventory: list[str], c
             indent=2,
         )
     )
-    chart(rows, args.out / "live-placement.png")
+    shown = 20.0 if 20.0 in lags else max(lags, default=0.0)
+    chart(rows, args.out / "live-placement.png", {r["policy"]: r[shown] for r in lag_rows if shown in r}, shown)
     return 0
 
 
