@@ -23,8 +23,8 @@ import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 
-import _placement_policies  # noqa: F401 - puts the collection (.cache/collections) on sys.path
 import numpy as np
+from _placement_policies import MIB  # importing it puts the collection (.cache/collections) on sys.path
 from _placement_sim import Cluster, Node, PodTrace, Policy, load_pods, make_trace, peak_demand, simulate
 from ansible_collections.poweraware.k8s.plugins.module_utils._quantity import (
     parse_byte_quantity,
@@ -128,7 +128,7 @@ def cpu_m(quantity: str) -> int:
 
 def memory_mib(quantity: str) -> int:
     """A memory quantity ("127Gi", "1000Mi", "134217728") in MiB, rounded down."""
-    return parse_byte_quantity(str(quantity)) // 2**20
+    return parse_byte_quantity(str(quantity)) // MIB
 
 
 def cluster_of(nodes: Sequence[Mapping], servers: Mapping[str, object], server_label: str) -> Cluster:
