@@ -38,7 +38,6 @@ import pathlib
 import subprocess
 import sys
 import time
-import urllib.parse
 
 import numpy as np
 
@@ -115,20 +114,8 @@ class LabAccess:
         self.config = self.lab.config
 
     def http_get(self, url: str, timeout: float = 30.0) -> tuple[int, bytes]:
-        parts = urllib.parse.urlsplit(url)
-        sock = self._network.socket_in(self._network.netns_path(self.lab.processes["network"]["pid"]))
-        try:
-            sock.settimeout(timeout)
-            sock.connect((parts.hostname, parts.port or 80))
-            path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-            sock.sendall(f"GET {path} HTTP/1.0\r\nHost: {parts.netloc}\r\n\r\n".encode())
-            data = b""
-            while chunk := sock.recv(65536):
-                data += chunk
-        finally:
-            sock.close()
-        head, _sep, body = data.partition(b"\r\n\r\n")
-        return int(head.split(b" ", 2)[1]), body
+        network = self._network
+        return network.http_get(network.netns_path(self.lab.processes["network"]["pid"]), url, timeout)
 
     def prometheus(self) -> str:
         pods = self.core.list_namespaced_pod("monitoring", label_selector="app.kubernetes.io/name=prometheus").items

@@ -38,6 +38,7 @@ import socket
 import subprocess
 import sys
 import threading
+import urllib.parse
 
 from lab.process import LabProcess, python_module
 
@@ -73,6 +74,25 @@ def socket_in(netns: str, family: int = socket.AF_INET, kind: int = socket.SOCK_
     finally:
         os.close(own)
         os.close(target)
+
+
+def http_get(netns: str, url: str, timeout: float = 5.0) -> tuple[int, bytes]:
+    """``(status, body)`` of an HTTP/1.0 GET of ``url`` from inside the network namespace at
+    ``netns``: how this machine reaches a pod's address (Prometheus, for tests and the live replay)."""
+    parts = urllib.parse.urlsplit(url)
+    sock = socket_in(netns)
+    try:
+        sock.settimeout(timeout)
+        sock.connect((parts.hostname, parts.port or 80))
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        sock.sendall(f"GET {path} HTTP/1.0\r\nHost: {parts.netloc}\r\n\r\n".encode())
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    finally:
+        sock.close()
+    head, _sep, body = data.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), body
 
 
 def proxy_url() -> str:

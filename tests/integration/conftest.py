@@ -141,20 +141,7 @@ class LabHandle:
         return network.enter_argv(self._border_pid()) + argv
 
     def lab_http_get(self, url: str, timeout: float = 5.0) -> tuple[int, bytes]:
-        parts = urllib.parse.urlsplit(url)
-        sock = self.lab_socket()
-        try:
-            sock.settimeout(timeout)
-            sock.connect((parts.hostname, parts.port or 80))
-            path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-            sock.sendall(f"GET {path} HTTP/1.0\r\nHost: {parts.netloc}\r\n\r\n".encode())
-            data = b""
-            while chunk := sock.recv(65536):
-                data += chunk
-        finally:
-            sock.close()
-        head, _sep, body = data.partition(b"\r\n\r\n")
-        return int(head.split(b" ", 2)[1]), body
+        return network.http_get(network.netns_path(self._border_pid()), url, timeout)
 
     def node_sysfs(self, name: str) -> pathlib.Path:
         self._check(name)
