@@ -38,6 +38,7 @@ APP_LABEL = {"app.kubernetes.io/name": "live-placement"}
 # What collectd exports per RAPL package (roles/collectd/files/rapl_power.py); the lab's packages
 # share the server's wall power, so their sum is the node's power.
 POWER_SERIES = 'collectd_rapl_power{type="package", node!=""}'
+UTILISATION_SERIES = "instance:node_cpu:ratio"  # what load-watcher averages for Peaks (power_rules.yml)
 
 
 class SliceError(ValueError):
@@ -276,6 +277,43 @@ def cluster_energy(
     return energy
 
 
+def step_grid(per_node: Mapping[str, Sequence[tuple[float, float]]], nodes: Sequence[str]):
+    """``(times, values[time, node])``: every node's samples on the union of their timestamps, each
+    node's last value carried forward (a node without a sample yet takes its first one)."""
+    times = sorted({t for node in nodes for t, _v in per_node.get(node, ())})
+    if not times:
+        raise ValueError("no samples")
+    values = np.zeros((len(times), len(nodes)))
+    for j, node in enumerate(nodes):
+        samples = sorted(per_node.get(node, ()))
+        if not samples:
+            raise ValueError(f"no samples for node {node}")
+        stamps = np.array([t for t, _v in samples])
+        row = np.searchsorted(stamps, times, side="right") - 1
+        values[:, j] = np.array([v for _t, v in samples])[np.maximum(row, 0)]
+    return np.array(times), values
+
+
+def utilisation_before(
+    prom_get: Callable[[str], tuple[int, bytes]], prometheus: str, nodes: Sequence[str], t0: float, seconds: float
+):
+    """What load-watcher averaged before a replay: each node's ``instance:node_cpu:ratio`` raw samples
+    in the ``seconds`` before ``t0``, in percent, on ``step_grid``, times relative to ``t0``."""
+    query = f"{UTILISATION_SERIES}[{int(math.ceil(seconds))}s]"
+    url = f"{prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": query, "time": f"{t0:.3f}"})
+    status, body = prom_get(url)
+    if status != 200:
+        raise RuntimeError(f"Prometheus answered {status} to {query}: {body[:300]!r}")
+    per_node: dict[str, list[tuple[float, float]]] = {}
+    for series in json.loads(body)["data"]["result"]:
+        node = series["metric"].get("instance", "")
+        per_node.setdefault(node, []).extend((float(t) - t0, 100.0 * float(v)) for t, v in series["values"])
+    missing = [n for n in nodes if n not in per_node]
+    if missing:
+        raise RuntimeError(f"Prometheus has no {UTILISATION_SERIES} before the replay for {', '.join(missing)}")
+    return step_grid(per_node, nodes)
+
+
 # --- the replay ----------------------------------------------------------------------------------
 
 
@@ -423,9 +461,15 @@ def saving(energy: float, reference: float) -> float:
     return 100.0 * (energy / reference - 1.0)
 
 
-def comparison_rows(live: Mapping[str, Mapping], simulated: Mapping[str, Mapping], reference: str = "default") -> list:
+def comparison_rows(
+    live: Mapping[str, Mapping],
+    simulated: Mapping[str, Mapping],
+    reference: str = "default",
+    current: Mapping[str, Mapping] | None = None,
+) -> list:
     """One row per policy measured live: live and simulated Wh, each vs ``reference``, the gap in
-    percentage points, pods late and never placed on each side."""
+    percentage points, pods late and never placed on each side; with ``current``, also a second
+    simulation's change vs ``reference`` (``cur_vs``: the policies on current telemetry)."""
     rows = []
     for name, got in live.items():
         sim = simulated.get(name)
@@ -445,6 +489,8 @@ def comparison_rows(live: Mapping[str, Mapping], simulated: Mapping[str, Mapping
             )
             if row["live_vs"] is not None and row.get("sim_vs") is not None:
                 row["gap_pp"] = row["live_vs"] - row["sim_vs"]
+        if current is not None and name in current and reference in current:
+            row["cur_vs"] = saving(current[name]["energy_j"], current[reference]["energy_j"])
         rows.append(row)
     return rows
 
@@ -453,16 +499,18 @@ def markdown(rows: Sequence[Mapping]) -> str:
     def num(value, spec):
         return "n/a" if value is None else format(value, spec)
 
+    current = any("cur_vs" in r for r in rows)
     lines = [
         "| policy | live Wh | live vs default | sim Wh | sim vs default | live - sim "
-        "| late / never (live) | late / never (sim) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| late / never (live) | late / never (sim) |" + (" sim vs default, current telemetry |" if current else ""),
+        "|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if current else ""),
     ]
     for r in rows:
         lines.append(
             f"| {r['policy']} | {r['live_wh']:.2f} | {num(r['live_vs'], '+.2f')} % | {num(r.get('sim_wh'), '.2f')} | "
             f"{num(r.get('sim_vs'), '+.2f')} % | {num(r.get('gap_pp'), '+.2f')} pp | {r['live_late']} / "
             f"{r['live_never']} | {num(r.get('sim_late'), 'd')} / {num(r.get('sim_never'), 'd')} |"
+            + (f" {num(r.get('cur_vs'), '+.2f')} % |" if current else "")
         )
     return "\n".join(lines)
 

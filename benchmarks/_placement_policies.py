@@ -8,8 +8,10 @@ resource scores; the other policies are modelled alone (no other score plugins),
 upstream Peaks deployment configures its profile and the most favourable set-up for TAS.
 
 Telemetry: utilisation and power seen by TAS and Peaks are the true, current values (no scrape
-delay, no averaging window), which favours them. In the ``off`` regime a powered-off node exports
-no telemetry at all (no load-watcher metrics, no package power series) and stays schedulable.
+delay, no averaging window), which favours them, unless a replay sets their telemetry as the
+stack delivers it (``_Lagged.lag_s``, ``_Windowed.window_s``: the live replay's "as deployed").
+In the ``off`` regime a powered-off node exports no telemetry at all (no load-watcher metrics, no
+package power series) and stays schedulable.
 """
 
 from __future__ import annotations
@@ -138,6 +140,73 @@ class _Lagged:
         return alloc, watts
 
 
+def telemetry_age_s(collectd_s: float, scrape_s: float, evaluation_s: float, poll_s: float = 0.0) -> float:
+    """Mean age of a recorded metric when a scheduler reads it: collectd's value is the mean of its
+    last interval (half an interval old when it is exported), then it waits for a scrape, a rule
+    evaluation and the reader's poll, each on average half its period."""
+    return (collectd_s + scrape_s + evaluation_s + poll_s) / 2.0
+
+
+def window_mean(times: np.ndarray, values: np.ndarray, start: float, end: float) -> np.ndarray:
+    """Per node, the time average over ``[start, end]`` of a step function: ``values[k]`` (one value
+    per node) holds from ``times[k]`` until ``times[k + 1]``, the last one for ever. The part of the
+    range before ``times[0]`` is not known and left out (a series' average over what Prometheus has);
+    a range that ends before ``times[0]`` gives the first values."""
+    if end <= times[0]:
+        return values[0].astype(np.float64)
+    start = max(start, float(times[0]))
+    if end <= start:  # an empty range: the value at ``end``
+        return values[np.searchsorted(times, end, side="right") - 1].astype(np.float64)
+    edges = np.clip(np.append(times.astype(np.float64), np.inf), start, end)
+    return np.diff(edges) @ values / (end - start)
+
+
+class _Windowed:
+    """Utilisation as load-watcher serves it to Peaks (``window_s`` > 0; 0: the current value).
+
+    load-watcher asks Prometheus every ``fetch_s`` for ``avg_over_time(instance:node_cpu:ratio[15m])``
+    (``window_s``), whose newest sample is ``delay_s`` old (``telemetry_age_s``), and Peaks' collector
+    copies load-watcher's answer every ``poll_s`` (scheduler-plugins pkg/trimaran/collector.go,
+    metricsUpdateIntervalSeconds); both clocks start at a random phase (the replay's generator).
+    ``before``: the utilisation measured before the replay, ``(times, percent[time, node])`` with
+    times before the replay's first event; after it, the replay's own requests over capacity."""
+
+    window_s = 0.0
+    fetch_s = 60.0
+    poll_s = 30.0
+    delay_s = 0.0
+    before: tuple[np.ndarray, np.ndarray] | None = None
+
+    def prepare(self, cluster, regime, rng):
+        super().prepare(cluster, regime, rng)
+        self.steps = []  # (t, percent per node) after each event, when window_s > 0
+        self.served = {}  # load-watcher's answer per fetch time
+        if self.window_s > 0:
+            self.fetch_phase = float(rng.uniform(0.0, self.fetch_s))
+            self.poll_phase = float(rng.uniform(0.0, self.poll_s))
+
+    def observe(self, t, alloc_m, node_watts):
+        if self.window_s > 0:
+            self.steps.append((t, np.minimum(100.0, 100.0 * alloc_m / self.cluster.capacity_m)))
+
+    def utilisation(self, alloc_m) -> np.ndarray:
+        """Percent per node as the policy sees it now."""
+        if self.window_s <= 0:
+            return 100.0 * alloc_m / self.cluster.capacity_m
+        poll = self.poll_phase + np.floor((self.now - self.poll_phase) / self.poll_s) * self.poll_s
+        fetch = float(self.fetch_phase + np.floor((poll - self.fetch_phase) / self.fetch_s) * self.fetch_s)
+        if fetch not in self.served:
+            times = [t for t, _u in self.steps]
+            values = [u for _t, u in self.steps]
+            if self.before is not None:
+                keep = self.before[0] < times[0]
+                times = [*self.before[0][keep], *times]
+                values = [*self.before[1][keep], *values]
+            end = fetch - self.delay_s
+            self.served[fetch] = window_mean(np.array(times), np.array(values), end - self.window_s, end)
+        return self.served[fetch]
+
+
 class TasPower(_Lagged, Policy):
     """Telemetry Aware Scheduling power policy (intel/platform-aware-scheduling power demo).
 
@@ -235,7 +304,7 @@ class TasModelJump(_Lagged, _ModelPolicy):
         return scores
 
 
-class UpstreamPeaks(_ModelPolicy):
+class UpstreamPeaks(_Windowed, _ModelPolicy):
     """Upstream Peaks (scheduler-plugins pkg/trimaran/peaks) with its exponential model per node,
     fitted on noisy telemetry: upstream's Score and NormalizeScore over the filtered nodes, the
     arithmetic of ``score_nodes_upstream_peaks`` (``_power_score.py``, the collection's reproduction
@@ -243,7 +312,8 @@ class UpstreamPeaks(_ModelPolicy):
 
     Quirks that matter here: predicted utilisation above 100 %, no metrics (a powered-off node)
     and no model all give a raw cost of 0, which normalises to the best score; scores are ints, so
-    close jumps tie. Utilisation is load-watcher's, here the true current value.
+    close jumps tie. Utilisation is load-watcher's: the true current value by default, or its
+    15-minute average as deployed (``_Windowed``).
     """
 
     name = "peaks"
@@ -265,7 +335,7 @@ class UpstreamPeaks(_ModelPolicy):
 
     def choose(self, alloc_m, request_m, feasible):
         cap = self.capacity
-        util = 100.0 * alloc_m / cap
+        util = self.utilisation(alloc_m)
         predicted = 100.0 * (util / 100.0 * cap + request_m) / cap
         k1, k2 = self.k1, self.k2
         with np.errstate(over="ignore", invalid="ignore"):

@@ -60,6 +60,14 @@ TAS_POLICIES = {
 }
 TAS_WEIGHT, OURS_WEIGHT = 1, 5  # scheduler_extender's registrations (roles/scheduler_extender/defaults)
 COLLECTD_INTERVAL = 10.0  # collectd_interval's default
+# The telemetry path as site.yml deploys it: Prometheus' scrape and rule evaluation intervals
+# (prometheus_scrape_interval, prometheus_evaluation_interval), TAS's --syncPeriod (tas_sync_period),
+# load-watcher's window and fetch period (roles/peaks/templates/load-watcher.yml.j2) and Peaks' poll
+# of load-watcher (scheduler-plugins pkg/trimaran/collector.go metricsUpdateIntervalSeconds).
+SCRAPE_S, EVALUATION_S, TAS_SYNC_S = 15.0, 15.0, 2.0
+LOAD_WATCHER_WINDOW_S, LOAD_WATCHER_FETCH_S, PEAKS_POLL_S = 900.0, 60.0, 30.0
+TAS_AGE_S = policies.telemetry_age_s(COLLECTD_INTERVAL, SCRAPE_S, EVALUATION_S, TAS_SYNC_S)
+UTILISATION_AGE_S = policies.telemetry_age_s(COLLECTD_INTERVAL, SCRAPE_S, EVALUATION_S)
 SWEEP_LEVELS = (0, 20, 40, 60, 80, 100)
 SWEEP_HOLD_S = 30
 
@@ -261,8 +269,10 @@ def models_of(access: LabAccess, workers: list[dict]) -> tuple[dict[int, dict], 
     return ours, peaks
 
 
-def sim_policy(name: str, ours: dict, peaks: dict, lag_s: float = 0.0) -> sim.Policy:
-    """The simulator's policy as the lab's kube-scheduler runs it (``lag_s``: TAS's telemetry age)."""
+def sim_policy(name: str, ours: dict, peaks: dict, lag_s: float = 0.0, before=None) -> sim.Policy:
+    """The simulator's policy as the lab's kube-scheduler runs it. ``lag_s``: TAS's telemetry age;
+    ``before``: Peaks on load-watcher's 15-minute average, with the utilisation measured before the
+    replay (``_live_replay.utilisation_before``); without it, Peaks on the current utilisation."""
     if name == "default":
         return policies.KubeDefault()
     if name in TAS_POLICIES:
@@ -270,14 +280,21 @@ def sim_policy(name: str, ours: dict, peaks: dict, lag_s: float = 0.0) -> sim.Po
         tas.lag_s = lag_s
         return policies.Registered(tas, TAS_WEIGHT, name)
     if name == "peaks":
-        return policies.UpstreamPeaks(peaks)
+        upstream = policies.UpstreamPeaks(peaks)
+        if before is not None:
+            upstream.window_s, upstream.delay_s = LOAD_WATCHER_WINDOW_S, UTILISATION_AGE_S
+            upstream.fetch_s, upstream.poll_s = LOAD_WATCHER_FETCH_S, PEAKS_POLL_S
+            upstream.before = before
+        return upstream
     return policies.Registered(policies.OursExtender(ours), OURS_WEIGHT, name)
 
 
-def simulate_median(cluster, piece, name, ours, peaks, seeds: int, initial=None, lag_s: float = 0.0) -> dict:
+def simulate_median(
+    cluster, piece, name, ours, peaks, seeds: int, initial=None, lag_s: float = 0.0, before=None
+) -> dict:
     """The run of median energy among ``seeds`` tie-break seeds, with the spread of all."""
     runs = [
-        live.simulate_window(cluster, piece, sim_policy(name, ours, peaks, lag_s), seed, initial)
+        live.simulate_window(cluster, piece, sim_policy(name, ours, peaks, lag_s, before), seed, initial)
         for seed in range(seeds)
     ]
     runs.sort(key=lambda r: r["energy_j"])
@@ -320,8 +337,9 @@ def run_policy(access: LabAccess, piece: live.Slice, name: str) -> live.LiveResu
     return result
 
 
-def chart(rows: list[dict], path: pathlib.Path, lagged: dict[str, float] | None = None, lag: float = 0.0) -> None:
-    """Bars per policy: live and simulated change against default (and TAS on ``lag`` s old telemetry)."""
+def chart(rows: list[dict], path: pathlib.Path) -> None:
+    """Bars per policy: the change against default live, simulated with telemetry as deployed, and
+    simulated on current telemetry."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -331,10 +349,8 @@ def chart(rows: list[dict], path: pathlib.Path, lagged: dict[str, float] | None 
     x = np.arange(len(names))
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.bar(x - 0.27, [r["live_vs"] for r in rows], 0.27, label="live (lab)")
-    ax.bar(x, [r.get("sim_vs") or 0.0 for r in rows], 0.27, label="simulator")
-    if lagged:
-        heights = [lagged.get(r["policy"], 0.0) for r in rows]
-        ax.bar(x + 0.27, heights, 0.27, label=f"simulator, TAS telemetry {lag:g} s old")
+    ax.bar(x, [r.get("sim_vs") or 0.0 for r in rows], 0.27, label="simulator, telemetry as deployed")
+    ax.bar(x + 0.27, [r.get("cur_vs") or 0.0 for r in rows], 0.27, label="simulator, current telemetry")
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xticks(x, names)
     ax.set_ylabel("energy vs default (%)")
@@ -409,7 +425,7 @@ def measure(args: argparse.Namespace, access: LabAccess, inventory: list[str], c
         f"slice: {len(piece.trace)} pods ({piece.warm} at the start, {piece.floored} made {args.min_live:.0f} s long), "
         f"requests x {piece.scale:.3f}, {piece.compression:.0f} trace s per live s, on {len(cluster)} workers"
     )
-    measured, simulated, baselines = {}, {}, {}
+    measured, simulated, baselines, before = {}, {}, {}, None
     for name in chosen:
         live.wait_empty(access.core)
         names = [n.name for n in cluster.nodes]
@@ -423,28 +439,46 @@ def measure(args: argparse.Namespace, access: LabAccess, inventory: list[str], c
         finally:
             if name == "ours":
                 scheduler(inventory, "tas")
-        # on the same server model: kube-scheduler and the simulator may take either of two identical nodes
-        model = {n.name: n.server_id for n in cluster.nodes}
-        placed = simulated[name]["assignment"]
-        same = sum(1 for pod, node in result.assignment.items() if model.get(placed.get(pod)) == model[node])
+        if name == "peaks":  # what load-watcher averaged when the replay began, for the simulator
+            span = LOAD_WATCHER_WINDOW_S + LOAD_WATCHER_FETCH_S + PEAKS_POLL_S + UTILISATION_AGE_S + 60.0
+            before = live.utilisation_before(access.http_get, access.prometheus(), names, result.t0, span)
         measured[name] = {
             "energy_j": result.energy_j,
             "delayed": result.delayed,
             "rejected": result.rejected,
             "node_energy_j": result.node_energy_j,
-            "same_model_as_sim": same,
             "window": [result.t0, result.t1],
+            "assignment": result.assignment,
         }
-    rows = live.comparison_rows(measured, simulated)
+    # The simulator with each policy's telemetry as the stack delivers it: TAS's metric TAS_AGE_S
+    # old, Peaks' utilisation load-watcher's 15-minute average (default and ours read the API's
+    # requests, which have no delay); the table's "sim" column. ``simulated`` (current telemetry)
+    # is the last column.
+    deployed = dict(simulated)
+    for name in [n for n in chosen if n in TAS_POLICIES or n == "peaks"]:
+        deployed[name] = simulate_median(
+            cluster, piece, name, ours, peaks, args.sim_seeds, baselines[name], TAS_AGE_S, before
+        )
+    # on the same server model: kube-scheduler and the simulator may take either of two identical nodes
+    model = {n.name: n.server_id for n in cluster.nodes}
+    for name, got in measured.items():
+        placed = deployed[name]["assignment"]
+        assignment = got.pop("assignment")
+        same = sum(1 for pod, node in assignment.items() if model.get(placed.get(pod)) == model[node])
+        got["same_model_as_sim"] = same
+    rows = live.comparison_rows(measured, deployed, current=simulated)
     table = live.markdown(rows)
     agree = live.order_agrees(rows)
+    agree_current = live.order_agrees(live.comparison_rows(measured, simulated))
     header = (
         f"Slice: trace [{piece.window[0]:.0f}, {piece.window[1]:.0f}) s, {len(piece.trace)} pods "
         f"({piece.warm} alive at the start), requests x {piece.scale:.3f}, {args.minutes:g} min live; "
         f"{len(cluster)} workers ({', '.join(sorted({n.server_id for n in cluster.nodes}))}).\n"
+        f"Simulator (sim): telemetry as deployed (TAS's metric {TAS_AGE_S:g} s old, Peaks on load-watcher's "
+        f"{LOAD_WATCHER_WINDOW_S / 60:g}-minute average); last column: every policy on current telemetry.\n"
         f"Pods on the server model the simulator chose: "
         + ", ".join(f"{k} {v['same_model_as_sim']}/{len(piece.trace)}" for k, v in measured.items())
-        + f"\nOrder of the policies live and simulated agrees: {agree}\n"
+        + f"\nOrder of the policies live and simulated agrees: {agree} (current telemetry: {agree_current})\n"
     )
     lag_rows = []
     for name in [n for n in chosen if n in TAS_POLICIES]:
@@ -474,16 +508,20 @@ def measure(args: argparse.Namespace, access: LabAccess, inventory: list[str], c
             {
                 "args": {k: str(v) for k, v in vars(args).items()},
                 "live": measured,
-                "simulated": {k: {kk: vv for kk, vv in v.items() if kk != "assignment"} for k, v in simulated.items()},
+                "simulated": {k: {kk: vv for kk, vv in v.items() if kk != "assignment"} for k, v in deployed.items()},
+                "simulated_current": {
+                    k: {kk: vv for kk, vv in v.items() if kk != "assignment"} for k, v in simulated.items()
+                },
+                "telemetry_age_s": {"tas": TAS_AGE_S, "load_watcher": UTILISATION_AGE_S},
                 "rows": rows,
                 "tas_lag_rows": [{str(k): v for k, v in r.items()} for r in lag_rows],
                 "order_agrees": agree,
+                "order_agrees_current_telemetry": agree_current,
             },
             indent=2,
         )
     )
-    shown = 20.0 if 20.0 in lags else max(lags, default=0.0)
-    chart(rows, args.out / "live-placement.png", {r["policy"]: r[shown] for r in lag_rows if shown in r}, shown)
+    chart(rows, args.out / "live-placement.png")
     return 0
 
 

@@ -279,6 +279,14 @@ def test_rows_compare_each_policy_with_default_on_each_side_and_the_order():
     assert "| n/a |" not in table
     alone = live.comparison_rows({"ours": live_side["ours"]}, {})
     assert alone[0]["live_vs"] is None and "n/a" in live.markdown(alone)
+    # a second simulation (the policies on current telemetry) as the last column
+    current = {"default": {"energy_j": 100.0}, "ours": {"energy_j": 95.0}}
+    rows = live.comparison_rows(live_side, sim_side, current=current)
+    assert rows[1]["cur_vs"] == pytest.approx(-5.0) and "cur_vs" not in alone[0]
+    table = live.markdown(rows)
+    assert table.splitlines()[0].endswith("| sim vs default, current telemetry |")
+    assert table.splitlines()[-1].endswith("| 1 / 0 | 0 / 2 | -5.00 % |")
+    assert "cur_vs" not in live.comparison_rows(live_side, sim_side, current={"ours": current["ours"]})[1]
 
 
 # --- the replay against an in-memory API ------------------------------------------------------------
@@ -365,3 +373,99 @@ def test_tas_on_lagged_telemetry_sees_the_cluster_as_it_was():
     simulate(cluster, trace, registered, "on", np.random.default_rng(0))
     assert [h[0] for h in registered.extender.history] == [0.0, 0.0, 1.0, 2.0, 3.0]
     assert registered.extender.now == 3.0
+
+
+# --- telemetry as deployed: load-watcher's average for Peaks ---------------------------------------
+
+
+def test_telemetry_age_is_half_of_every_period_on_the_path():
+    # collectd 10 s, scrape 15 s, rule evaluation 15 s, TAS's 2 s sync: 5 + 7.5 + 7.5 + 1
+    assert policies.telemetry_age_s(10.0, 15.0, 15.0, 2.0) == pytest.approx(21.0)
+    assert policies.telemetry_age_s(10.0, 15.0, 15.0) == pytest.approx(20.0)
+
+
+def test_window_mean_is_the_time_average_of_the_steps_it_covers():
+    times = np.array([-100.0, 0.0, 10.0])
+    values = np.array([[0.0, 50.0], [100.0, 50.0], [40.0, 0.0]])
+    # [-20, 20]: 20 s at 0, 10 s at 100, 10 s at 40 -> 35; the other node 30 s at 50, 10 s at 0
+    assert list(live_mean := policies.window_mean(times, values, -20.0, 20.0)) == pytest.approx([35.0, 37.5])
+    assert live_mean.dtype == np.float64
+    # what is before the first sample is unknown: the average over what is there
+    assert list(policies.window_mean(times, values, -1000.0, 0.0)) == pytest.approx([0.0, 50.0])
+    assert list(policies.window_mean(times, values, -300.0, -200.0)) == pytest.approx([0.0, 50.0])
+    # the last value holds for ever; an empty range gives the value at its end
+    assert list(policies.window_mean(times, values, 50.0, 60.0)) == pytest.approx([40.0, 0.0])
+    assert list(policies.window_mean(times, values, 5.0, 5.0)) == pytest.approx([100.0, 50.0])
+
+
+def test_the_utilisation_before_a_replay_comes_from_prometheus_on_one_grid():
+    body = {
+        "data": {
+            "result": [
+                {"metric": {"instance": "a", "node": "a"}, "values": [[970, "0.5"], [985, "0.25"]]},
+                {"metric": {"instance": "b", "node": "b"}, "values": [[975, "0.1"]]},
+            ]
+        }
+    }
+    asked = []
+
+    def get(url):
+        asked.append(url)
+        return 200, live.json.dumps(body).encode()
+
+    times, values = live.utilisation_before(get, "http://prom:9090", ["a", "b"], 1000.0, 60.0)
+    assert "query=instance%3Anode_cpu%3Aratio%5B60s%5D" in asked[0] and "time=1000.000" in asked[0]
+    assert list(times) == [-30.0, -25.0, -15.0]
+    # percent; b has no sample at -30 s yet and takes its first, a carries 50 % to -25 s
+    assert values.tolist() == [[50.0, 10.0], [50.0, 10.0], [25.0, 10.0]]
+    with pytest.raises(RuntimeError, match="no instance:node_cpu:ratio before the replay for c"):
+        live.utilisation_before(get, "http://prom:9090", ["a", "c"], 1000.0, 60.0)
+    with pytest.raises(RuntimeError, match="Prometheus answered 500"):
+        live.utilisation_before(lambda _u: (500, b"x"), "http://prom:9090", ["a"], 1000.0, 60.0)
+
+
+def _peaks(k1=10.0, k2=0.03):
+    return {"kind": "peaks", "params": {"k0": 50.0, "k1": k1, "k2": k2}}
+
+
+def test_peaks_on_load_watchers_average_sees_the_last_fetch_of_the_window():
+    cluster = Cluster([Node("a", "s", 10_000, WATTS_A), Node("b", "s", 10_000, WATTS_A)])
+    peaks = policies.UpstreamPeaks({0: _peaks(), 1: _peaks()})
+    peaks.window_s, peaks.fetch_s, peaks.poll_s, peaks.delay_s = 100.0, 60.0, 30.0, 10.0
+    # before the replay: a at 80 % for the last 100 s, b at 0 %
+    peaks.before = (np.array([-500.0, -100.0]), np.array([[0.0, 0.0], [80.0, 0.0]]))
+    peaks.prepare(cluster, "on", np.random.default_rng(0))
+    peaks.fetch_phase, peaks.poll_phase = 0.0, 0.0
+    peaks.observe(0.0, np.array([0, 5000]), None)  # from 0 s: a empty, b half full
+    peaks.now = 29.0  # Peaks' copy is of the fetch at 0 s: [-110, -10] -> a 80 % (90 of 100 s) ...
+    assert list(peaks.utilisation(np.array([0, 5000]))) == pytest.approx([72.0, 0.0])
+    peaks.now = 119.0  # ... the fetch at 60 s: [-50, 50] -> a 40 %, b 25 %
+    assert list(peaks.utilisation(np.array([0, 5000]))) == pytest.approx([40.0, 25.0])
+    peaks.now = 121.0  # the poll at 120 s copies the fetch at 120 s: [10, 110] -> a 0 %, b 50 %
+    assert list(peaks.utilisation(np.array([0, 5000]))) == pytest.approx([0.0, 50.0])
+    # on the current utilisation (the default), what the requests say now
+    current = policies.UpstreamPeaks({0: _peaks(), 1: _peaks()})
+    current.prepare(cluster, "on", np.random.default_rng(0))
+    assert list(current.utilisation(np.array([0, 5000]))) == pytest.approx([0.0, 50.0])
+
+
+def test_peaks_on_a_stale_average_herds_where_current_utilisation_spreads():
+    # Two equal nodes with a convex model, both empty. On current utilisation each 2-CPU pod goes to
+    # the emptier node (2 and 2). On load-watcher's average of a past in which b was busy, b looks
+    # dearer until the next fetch: every pod goes to a.
+    cluster = Cluster([Node("a", "s", 10_000, WATTS_A), Node("b", "s", 10_000, WATTS_A)])
+    trace = make_trace([(f"p{i}", 2000, float(i), 50.0, 0) for i in range(4)])
+    models = {0: _peaks(), 1: _peaks()}
+
+    def run(window):
+        peaks = policies.UpstreamPeaks(models)
+        if window:
+            peaks.window_s, peaks.fetch_s, peaks.poll_s = 900.0, 60.0, 30.0
+            peaks.before = (np.array([-1000.0]), np.array([[0.0, 50.0]]))
+        return peaks, simulate(cluster, trace, peaks, "on", np.random.default_rng(1))
+
+    _current, now = run(False)
+    assert sorted(np.bincount(now.assignment, minlength=2)) == [2, 2]
+    stale, herded = run(True)
+    assert list(herded.assignment) == [0, 0, 0, 0]
+    assert len(stale.served) == 1  # one fetch served the whole replay (4 s)
