@@ -183,6 +183,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    if args.all:
+        assets.build_all()
     binaries = assets.resolve_binaries(build=True)
     for name, path in binaries.items():
         print(f"{name:<25} {path}")
@@ -219,7 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     up.set_defaults(func=cmd_up)
     sub.add_parser("down", help="stop every lab process and remove the lab state").set_defaults(func=cmd_down)
     sub.add_parser("status", help="show the lab's processes, health and nodes").set_defaults(func=cmd_status)
-    sub.add_parser("build", help="only build (or find) the binaries").set_defaults(func=cmd_build)
+    build = sub.add_parser("build", help="only build (or find) the binaries")
+    build.add_argument("--all", action="store_true", help="also the older kube-schedulers the tests load configs in")
+    build.set_defaults(func=cmd_build)
     reboot = sub.add_parser("reboot", help="simulate a node restart: kernel at power-on values, boot units run")
     reboot.add_argument("node")
     reboot.set_defaults(func=cmd_reboot)

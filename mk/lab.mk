@@ -21,7 +21,3 @@ lab-logs: venv
 
 lab-build: venv
 	$(BIN)/python -m lab build
-
-# Build (or find) the binaries before pytest starts: a cold build takes longer than pytest's
-# per-test timeout, which would otherwise count it against the first test that uses the lab.
-integration: lab-build
