@@ -45,6 +45,10 @@ def service(tmp_path_factory):
     allowed = issue_client(ca, directory, "kube-scheduler-tas-client")
     stranger = issue_client(ca, directory, "someone-else")
     module = _load()
+    # Its watch threads retry the closed API port every 10 s for the rest of the session (daemon
+    # threads, no stop): their log lines went to whatever sys.stdout was then, once into a module
+    # test's captured output, which then was not JSON. Kept here instead.
+    module.log = [].append
     port, api_port = _free_port(), _free_port()  # nothing listens on api_port
     argv = [
         f"--port={port}", f"--tls-cert={server.cert}", f"--tls-key={server.key}", f"--client-ca={ca.cert}",
