@@ -251,6 +251,15 @@ def series_samples(result: Sequence[Mapping]) -> dict[str, list[tuple[float, flo
     return out
 
 
+def instant_query(prom_get: Callable[[str], tuple[int, bytes]], prometheus: str, query: str, at: float) -> list:
+    """The result of one Prometheus instant query evaluated at ``at`` (``prom_get(url) -> (status, body)``)."""
+    url = f"{prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": query, "time": f"{at:.3f}"})
+    status, body = prom_get(url)
+    if status != 200:
+        raise RuntimeError(f"Prometheus answered {status} to {query}: {body[:300]!r}")
+    return json.loads(body)["data"]["result"]
+
+
 def cluster_energy(
     prom_get: Callable[[str], tuple[int, bytes]],
     prometheus: str,
@@ -262,12 +271,7 @@ def cluster_energy(
     """Joules per node in ``[t0, t1]`` from Prometheus (``prom_get(url) -> (status, body)``): the raw
     samples of every package of ``nodes``, integrated with ``integrate_power`` and summed per node."""
     span = int(math.ceil(time.time() - t0 + 3 * interval))
-    query = f"{POWER_SERIES}[{span}s]"
-    url = f"{prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": query, "time": f"{time.time():.3f}"})
-    status, body = prom_get(url)
-    if status != 200:
-        raise RuntimeError(f"Prometheus answered {status} to {query}: {body[:300]!r}")
-    per_series = series_samples(json.loads(body)["data"]["result"])
+    per_series = series_samples(instant_query(prom_get, prometheus, f"{POWER_SERIES}[{span}s]", time.time()))
     energy = {}
     for node in nodes:
         zones = {k: v for k, v in per_series.items() if k.split("/", 1)[0] == node}
@@ -300,12 +304,8 @@ def utilisation_before(
     """What load-watcher averaged before a replay: each node's ``instance:node_cpu:ratio`` raw samples
     in the ``seconds`` before ``t0``, in percent, on ``step_grid``, times relative to ``t0``."""
     query = f"{UTILISATION_SERIES}[{int(math.ceil(seconds))}s]"
-    url = f"{prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": query, "time": f"{t0:.3f}"})
-    status, body = prom_get(url)
-    if status != 200:
-        raise RuntimeError(f"Prometheus answered {status} to {query}: {body[:300]!r}")
     per_node: dict[str, list[tuple[float, float]]] = {}
-    for series in json.loads(body)["data"]["result"]:
+    for series in instant_query(prom_get, prometheus, query, t0):
         node = series["metric"].get("instance", "")
         per_node.setdefault(node, []).extend((float(t) - t0, 100.0 * float(v)) for t, v in series["values"])
     missing = [n for n in nodes if n not in per_node]
