@@ -36,9 +36,9 @@ def relative_seconds(value):
     Raises ValueError for anything else (a negative or empty span, an unknown unit, a number alone).
     """
     text = str(value).strip()
-    if _ABSOLUTE.match(text):
+    if _ABSOLUTE.fullmatch(text):
         return None
-    match = _RELATIVE.match(text)
+    match = _RELATIVE.fullmatch(text)
     if not match or not any(match.groups()):
         raise ValueError(
             f"{value!r} is not a relative time: write a '+' and whole numbers of weeks, days, hours, "

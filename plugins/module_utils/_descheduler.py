@@ -100,7 +100,7 @@ def tas_policy(namespaces=None):
 
 def release_for(kubernetes_version):
     """The descheduler tag for a cluster's ``gitVersion`` (``v1.36.3``): (tag, None) or (None, problem)."""
-    match = _VERSION.match(str(kubernetes_version).strip())
+    match = _VERSION.fullmatch(str(kubernetes_version).strip())
     if not match:
         return None, (
             f"the cluster's Kubernetes version {kubernetes_version!r} is not a version like v1.36.3; "
@@ -271,13 +271,13 @@ def plan(policy, kubernetes_version, image_tag="", namespaces=None, interval="5m
         )
     if namespaces is not None and not isinstance(namespaces, list):
         errors.append(f"descheduler_namespaces={namespaces!r} must be a list of namespace names")
-    if not _DURATION.match(str(interval)) or not re.search(r"[1-9]", str(interval)):
+    if not _DURATION.fullmatch(str(interval)) or not re.search(r"[1-9]", str(interval)):
         errors.append(
             f"descheduler_interval={interval!r} is not a positive Go duration; write it like 5m, 90s or 1h30m"
         )
     tag = str(image_tag).strip() if image_tag else ""
     if tag:
-        if not _TAG.match(tag):
+        if not _TAG.fullmatch(tag):
             errors.append(f"descheduler_image_tag={image_tag!r} is not a descheduler release tag like v0.36.0")
     else:
         tag, problem = release_for(kubernetes_version)

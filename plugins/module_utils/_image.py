@@ -54,12 +54,12 @@ def reference_errors(repository, tag, digest, variable):
             f"{variable}={repository!r} is not an image repository (lowercase path components, an optional "
             f"registry host first, no tag or digest){hint}"
         )
-    if not isinstance(tag, str) or not _TAG.match(tag):
+    if not isinstance(tag, str) or not _TAG.fullmatch(tag):
         errors.append(
             f"{variable}_tag={tag!r} is not an image tag: up to 128 letters, digits, '_', '.' or '-', "
             "not starting with '.' or '-' (quote a tag YAML would read as a number, such as \"0.7.0\")"
         )
-    if digest not in ("", None) and (not isinstance(digest, str) or not _DIGEST.match(digest)):
+    if digest not in ("", None) and (not isinstance(digest, str) or not _DIGEST.fullmatch(digest)):
         errors.append(
             f"{variable}_digest={digest!r} is not a digest: write 'sha256:' and the 64 lowercase hex digits the "
             "registry reports for the tag (the image index for multi-architecture images), or leave it empty "

@@ -54,7 +54,7 @@ def split_image(image):
     digest = None
     if "@" in ref:
         ref, digest = ref.split("@", 1)
-        if not _DIGEST_RE.match(digest):
+        if not _DIGEST_RE.fullmatch(digest):
             raise VersionError(f"image {image!r} has a malformed digest {digest!r}")
     # A tag follows the last ':' only if that ':' is after the last '/': a ':' before it
     # belongs to the registry's port (my.reg:5000/kube-scheduler).
@@ -63,7 +63,7 @@ def split_image(image):
     last_colon = ref.rfind(":")
     if last_colon > last_slash:
         ref, tag = ref[:last_colon], ref[last_colon + 1 :]
-        if not _TAG_RE.match(tag):
+        if not _TAG_RE.fullmatch(tag):
             raise VersionError(f"image {image!r} has a malformed tag {tag!r}")
     if not ref or ref.endswith("/"):
         raise VersionError(f"image {image!r} has no repository name")

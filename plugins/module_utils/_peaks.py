@@ -146,7 +146,7 @@ def plan(configmap, key, scheduler_name, watcher_address, nodes=None, where="Con
             "peaks_scheduler_name: default-scheduler is the cluster's kube-scheduler: two schedulers would race "
             "for every pod; choose another name (upstream's is Peaks)"
         )
-    if not isinstance(watcher_address, str) or not _URL.match(watcher_address):
+    if not isinstance(watcher_address, str) or not _URL.fullmatch(watcher_address):
         errors.append(
             f"load-watcher address {watcher_address!r}: expected http(s)://host:port, for example "
             f"http://load-watcher.kube-system.svc:{WATCHER_PORT}"

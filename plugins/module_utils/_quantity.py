@@ -41,7 +41,7 @@ def _suffix_multiplier(suffix: str) -> Fraction:
 
 def _whole(text: str, scale: int, kind: str, examples: str) -> int:
     """``text`` times ``scale``, rounded up; ``kind`` and ``examples`` word the errors."""
-    match = _QUANTITY.match(text)
+    match = _QUANTITY.fullmatch(text)
     if match is None:
         raise QuantityError(f"{text!r} is not a Kubernetes {kind} (examples: {examples})")
     amount = Fraction(match.group("number")) * _suffix_multiplier(match.group("suffix") or "") * scale

@@ -71,7 +71,7 @@ def url_host(url_prefix):
 
 def is_cluster_dns_name(host):
     """True for Service DNS names (<svc>.<ns>.svc, <svc>.<ns>.svc.cluster.local)."""
-    return bool(host) and bool(_CLUSTER_DNS_RE.match(host.lower()))
+    return bool(host) and bool(_CLUSTER_DNS_RE.fullmatch(host.lower()))
 
 
 def normalize_extenders(extenders):
@@ -138,7 +138,7 @@ def _verb_problems(ext, where):
     for verb in VERBS:
         value = ext.get(verb) or None
         ext[verb] = value
-        if value is not None and not _VERB_RE.match(value):
+        if value is not None and not _VERB_RE.fullmatch(value):
             errors.append(f"{where}.{verb} must be a URL path such as 'scheduler/filter', got {value!r}")
     if not any(ext[verb] for verb in VERBS):
         errors.append(f"{where} needs at least one of {', '.join(VERBS)}; fix: set filter_verb or prioritize_verb")
@@ -403,13 +403,13 @@ def _qualified_name_problems(value):
         prefix = parts[0]
         if not prefix:
             problems.append("its prefix part is empty")
-        elif len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix):
+        elif len(prefix) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(prefix):
             problems.append(f"its prefix part {prefix!r} is not a lower-case DNS subdomain of at most 253 characters")
     if not name:
         problems.append("its name part is empty")
     elif len(name) > 63:
         problems.append("its name part is longer than 63 characters")
-    if name and not _LABEL_KEY_NAME.match(name):
+    if name and not _LABEL_KEY_NAME.fullmatch(name):
         problems.append(
             f"its name part {name!r} must consist of alphanumerics, '-', '_' or '.' and start and end with an "
             "alphanumeric"

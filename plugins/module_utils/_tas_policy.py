@@ -108,7 +108,7 @@ def _check_metric(where, name, known_metrics, stripped_prefix, errors):
     if not isinstance(name, str) or not name:
         errors.append(f"{where}.metricname must be a non-empty string, got {_type_name(name)}")
         return
-    if not _METRIC_NAME.match(name):
+    if not _METRIC_NAME.fullmatch(name):
         errors.append(
             f"{where}.metricname {name!r} is not a valid metric name: the CRD allows only letters, digits, '_' and '-'"
             " (pattern ^[a-zA-Z0-9_-]+$)"
@@ -135,7 +135,7 @@ def _check_target(where, rule, required, errors):
         return
     target = rule["target"]
     if isinstance(target, str):
-        if _INTEGER_STRING.match(target):
+        if _INTEGER_STRING.fullmatch(target):
             hint = "write it as a number, or pass the policy through normalize_policy (filter tas_policy_normalized)"
         else:
             hint = "which is not a whole number"
@@ -164,7 +164,13 @@ def _check_labels(where, strategy, rule, errors):
         if strategy != "labeling":
             continue
         key, sep, value = label.partition("=")
-        if not sep or not _LABEL_NAME.match(key) or len(key) > 63 or len(value) > 63 or not _LABEL_VALUE.match(value):
+        if (
+            not sep
+            or not _LABEL_NAME.fullmatch(key)
+            or len(key) > 63
+            or len(value) > 63
+            or not _LABEL_VALUE.fullmatch(value)
+        ):
             errors.append(
                 f"{where}.labels[{index}] {label!r} must be key=value with a valid Kubernetes label name and value"
             )
@@ -246,7 +252,11 @@ def normalize_policy(policy):
         if not isinstance(rules, list):
             continue
         for rule in rules:
-            if isinstance(rule, dict) and isinstance(rule.get("target"), str) and _INTEGER_STRING.match(rule["target"]):
+            if (
+                isinstance(rule, dict)
+                and isinstance(rule.get("target"), str)
+                and _INTEGER_STRING.fullmatch(rule["target"])
+            ):
                 rule["target"] = int(rule["target"].strip())
     return policy
 
@@ -291,7 +301,7 @@ def validate_policy(policy, known_metrics=None, stripped_prefix="node_"):
         errors.append("metadata must be a mapping with name and namespace")
     else:
         name = metadata.get("name")
-        if not isinstance(name, str) or len(name) > 253 or not _DNS1123_SUBDOMAIN.match(name):
+        if not isinstance(name, str) or len(name) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(name):
             errors.append(f"metadata.name {name!r} is not a valid Kubernetes object name (DNS-1123 subdomain)")
         elif len(name) > 63:
             errors.append(
@@ -300,7 +310,7 @@ def validate_policy(policy, known_metrics=None, stripped_prefix="node_"):
             )
         namespace = metadata.get("namespace")
         if namespace is not None and (
-            not isinstance(namespace, str) or len(namespace) > 63 or not _DNS1123_LABEL.match(namespace)
+            not isinstance(namespace, str) or len(namespace) > 63 or not _DNS1123_LABEL.fullmatch(namespace)
         ):
             errors.append(f"metadata.namespace {namespace!r} is not a valid namespace name (DNS-1123 label)")
     if "spec" not in policy:

@@ -47,8 +47,12 @@ def scalar(value):
     if isinstance(value, int):
         return str(value)
     text = str(value)
-    if _PLAIN_SAFE.match(text) and not text.endswith(":") and yaml.safe_load(text) == text:
+    if _PLAIN_SAFE.fullmatch(text) and not text.endswith(":") and yaml.safe_load(text) == text:
         return text
+    if not text.isprintable():
+        # A single-quoted scalar folds a line break into a space and cannot escape control
+        # characters; a double-quoted one (JSON's escapes are YAML's) reads back as written.
+        return json.dumps(text)
     return "'" + text.replace("'", "''") + "'"
 
 

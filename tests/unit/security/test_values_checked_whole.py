@@ -1,0 +1,163 @@
+"""Names and quantities checked by a pattern are checked whole: a trailing newline is refused.
+
+Python's ``$`` matches before a final newline: ``re.match(r"^[a-z.]+$", "poweraware.io\\n")``
+accepts the value, and so does Ansible's ``is match('^...$')`` test. The newline then reaches an
+annotation key, a rule name, an image reference or the API server, which refuses it after the run
+has changed other things. A YAML block scalar (``prefix: |``) gives exactly such a value. The
+validators use ``fullmatch`` (Python) and ``is regex(..., match_type='fullmatch')`` (role
+assertions); each case here differs from a valid value by the newline only, and goes through the
+public function (or the role's own assertion) that the collection calls.
+"""
+
+from __future__ import annotations
+
+import copy
+import pathlib
+
+import pytest
+import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+from ansible_collections.poweraware.k8s.plugins.module_utils import (
+    _image,
+    _peaks,
+    _quantity,
+    _sched_config,
+    _tas_policy,
+    _yaml_edit,
+)
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+
+
+def _policy(name="power", namespace="default", metric="power", labels=("power=high",)):
+    return {
+        "apiVersion": "telemetry.intel.com/v1alpha1",
+        "kind": "TASPolicy",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "strategies": {
+                "labeling": {
+                    "rules": [{"metricname": metric, "operator": "GreaterThan", "target": 70, "labels": list(labels)}]
+                }
+            }
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("field", "policy"),
+    [
+        ("metadata.name", _policy(name="power\n")),
+        ("metadata.namespace", _policy(namespace="default\n")),
+        ("metricname", _policy(metric="power\n")),
+        ("labels[0]", _policy(labels=("power=high\n",))),
+        ("labels[0]", _policy(labels=("power\n=high",))),
+    ],
+)
+def test_tas_policy_names_are_checked_whole(field, policy):
+    assert _tas_policy.validate_policy(_policy()) == []
+    errors = _tas_policy.validate_policy(policy)
+    assert len(errors) == 1 and field in errors[0], errors
+
+
+def test_scheduler_extender_verbs_and_resource_prefixes_are_checked_whole():
+    good = [{"url_prefix": "https://tas.kube-system.svc:9001", "filter_verb": "scheduler/filter"}]
+    assert _sched_config.normalize_extenders(copy.deepcopy(good))[1] == []
+    bad = [{**good[0], "filter_verb": "scheduler/filter\n"}]
+    assert _sched_config.normalize_extenders(bad)[1] == [
+        "extenders[0].filter_verb must be a URL path such as 'scheduler/filter', got 'scheduler/filter\\n'"
+    ]
+    assert _sched_config.extended_resource_name_problems("poweraware.io/power") == []
+    assert _sched_config.extended_resource_name_problems("poweraware.io\n/power") == [
+        "its prefix part 'poweraware.io\\n' is not a lower-case DNS subdomain of at most 253 characters"
+    ]
+    assert _sched_config.extended_resource_name_problems("poweraware.io/power\n") != []
+    assert _sched_config.is_cluster_dns_name("tas.kube-system.svc")
+    assert not _sched_config.is_cluster_dns_name("tas.kube-system.svc\n")
+
+
+def test_image_tags_digests_and_quantities_are_checked_whole():
+    assert _image.reference_errors("registry.k8s.io/kube-state-metrics", "v2.13.0", "", "ksm") == []
+    assert len(_image.reference_errors("registry.k8s.io/kube-state-metrics", "v2.13.0\n", "", "ksm")) == 1
+    digest = "sha256:" + "0" * 64
+    assert _image.reference_errors("registry.k8s.io/kube-state-metrics", "v2.13.0", digest, "ksm") == []
+    assert len(_image.reference_errors("registry.k8s.io/kube-state-metrics", "v2.13.0", digest + "\n", "ksm")) == 1
+    assert _quantity.parse_cpu_quantity("500m") == 500
+    with pytest.raises(_quantity.QuantityError, match="is not a Kubernetes CPU quantity"):
+        _quantity.parse_cpu_quantity("500m\n")
+
+
+def test_peaks_load_watcher_address_is_checked_whole():
+    def address_errors(address):
+        return [e for e in _peaks.plan({"data": {}}, "k", "peaks", address)["errors"] if "load-watcher" in e]
+
+    assert address_errors("http://load-watcher.kube-system.svc:2020") == []
+    assert len(address_errors("http://load-watcher.kube-system.svc:2020\n")) == 1
+
+
+def test_yaml_edit_quotes_a_value_with_a_trailing_newline():
+    # Written plain, "v1.36.3\n" would read back as "v1.36.3": the scalar must keep its newline.
+    text = _yaml_edit.scalar("v1.36.3\n")
+    assert yaml.safe_load(f"key: {text}\n")["key"] == "v1.36.3\n"
+    assert _yaml_edit.scalar("v1.36.3") == "v1.36.3"
+    for value in ("it's\n", "tab\there", "bell\a", "caf\u00e9\n"):
+        assert yaml.safe_load(f"key: {_yaml_edit.scalar(value)}\n")["key"] == value, value
+    assert _yaml_edit.scalar("it's") == "'it''s'"  # printable: single quotes, as before
+
+
+# The roles' own assertions, rendered by Ansible's Templar as a run would.
+def _assertion(role: str, task_name: str) -> list[str]:
+    tasks = yaml.safe_load((REPO / "roles" / role / "tasks" / "main.yml").read_text("utf-8"))
+    (task,) = [t for t in tasks if t.get("name") == task_name]
+    return task["ansible.builtin.assert"]["that"]
+
+
+def _holds(conditions: list[str], variables: dict) -> bool:
+    templar = Templar(loader=DataLoader(), variables=variables)
+    return all(templar.evaluate_conditional(trust_as_template(c)) for c in conditions)
+
+
+POWER_MODELS = {
+    "power_models_source": "file",
+    "power_models_prometheus_url": "",
+    "power_models_samples_file": "/srv/samples.json",
+    "power_models_min_samples": 3,
+    "power_models_min_util_span": 20,
+    "power_models_max_rmse_percent": 10,
+    "power_models_reference_pod_cpu": "500m",
+    "power_models_annotation_prefix": "poweraware.io",
+    "power_models_rule_metric": "node:power_model:watts",
+    "power_models_rule_util_metric": "instance:node_cpu:ratio",
+}
+
+
+def test_power_models_settings_accept_valid_values():
+    that = _assertion("power_models", "Check the settings")
+    assert _holds(that, POWER_MODELS)
+    assert _holds(that, {**POWER_MODELS, "power_models_annotation_prefix": "power-aware.example.com"})
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("power_models_annotation_prefix", "poweraware.io\n"),
+        ("power_models_annotation_prefix", "poweraware..io"),  # an empty label: not a DNS subdomain
+        ("power_models_annotation_prefix", "power-.io"),  # a label may not end with '-'
+        ("power_models_annotation_prefix", "a" * 254),  # longer than a DNS subdomain may be
+        ("power_models_reference_pod_cpu", "500m\n"),
+        ("power_models_rule_metric", "node:power_model:watts\n"),
+        ("power_models_rule_util_metric", "instance:node_cpu:ratio\n"),
+    ],
+)
+def test_power_models_settings_refuse_a_value_that_only_starts_right(name, value):
+    assert not _holds(_assertion("power_models", "Check the settings"), {**POWER_MODELS, name: value})
+
+
+def test_power_demo_stress_timeout_is_checked_whole():
+    tasks = yaml.safe_load((REPO / "roles" / "power_demo" / "tasks" / "main.yml").read_text("utf-8"))
+    text = next(str(v) for t in tasks for v in t.values() if "power_demo_stress_timeout | string is regex(" in str(v))
+    start = text.index("power_demo_stress_timeout | string is regex(")
+    condition = text[start : text.index(")", text.index("match_type", start)) + 1]
+    for value, ok in (("300s", True), ("0", True), ("300s\n", False), ("5 m", False)):
+        assert _holds([condition], {"power_demo_stress_timeout": value}) is ok, repr(value)
