@@ -77,6 +77,7 @@ _VERSION = re.compile(r"^v?1\.(\d+)(?:\.\d+)?(?:[-+].*)?$")
 _TAG = re.compile(r"^v0\.(\d+)\.\d+$")
 # Go's time.ParseDuration, positive: what --descheduling-interval accepts.
 _DURATION = re.compile(r"^(?:\d+(?:\.\d+)?(?:ns|us|µs|ms|s|m|h))+$")
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
 def tas_policy(namespaces=None):
@@ -271,6 +272,14 @@ def plan(policy, kubernetes_version, image_tag="", namespaces=None, interval="5m
         )
     if namespaces is not None and not isinstance(namespaces, list):
         errors.append(f"descheduler_namespaces={namespaces!r} must be a list of namespace names")
+    elif namespaces:
+        # The descheduler does not check them: a name no namespace can have limits it to nothing.
+        bad = [n for n in namespaces if not isinstance(n, str) or len(n) > 63 or not _NAMESPACE.fullmatch(n)]
+        if bad:
+            errors.append(
+                f"descheduler_namespaces has {', '.join(repr(n) for n in bad)}, which no namespace can be named: "
+                "a namespace name is a DNS label (lower-case letters, digits and '-', at most 63 characters)"
+            )
     if not _DURATION.fullmatch(str(interval)) or not re.search(r"[1-9]", str(interval)):
         errors.append(
             f"descheduler_interval={interval!r} is not a positive Go duration; write it like 5m, 90s or 1h30m"
