@@ -16,8 +16,12 @@ def image_reference(repository, tag, digest, variable):
         raise AnsibleFilterError(
             "image_reference: variable must name the role's image variable, such as collectd_image"
         )
+    # A whole number is its digits (-e gives "2", YAML 2). A float is not: YAML reads 1.10 as 1.1, so
+    # its text is not the tag that was written; it is refused, asking for quotes.
+    if isinstance(tag, int) and not isinstance(tag, bool):
+        tag = str(tag)
     try:
-        return _reference(repository, tag if not isinstance(tag, (int, float)) else str(tag), digest, variable)
+        return _reference(repository, tag, digest, variable)
     except ValueError as err:
         raise AnsibleFilterError(f"Nothing was changed: {err}") from None
 
