@@ -293,7 +293,7 @@ def extender_coexistence(choice, manifest_text, config_text, config_path, extend
     if not isinstance(extenders, list):
         raise CoexistenceError("extenders must be a list of the module's extender definitions")
     ours = _our_urls(manifest_text)
-    existing = [(i, e) for i, e in _existing_extenders(config_text) if _norm_url(e.get("urlPrefix", "")) not in ours]
+    existing = [(i, e) for i, e in _existing_extenders(config_text) if _norm_url(e.get("urlPrefix") or "") not in ours]
     where = config_path or "the scheduler configuration"
     keep, clashes = [], []
     for ext in extenders:
