@@ -1,9 +1,13 @@
 """An in-memory sysfs accessor for the pure node power helpers (no files, no kernel model).
 
-It has the methods of ``_sysfs.SysfsAccessor`` the discovery and planning code uses: ``files``
-maps a root-relative path to its text (an exception instance is raised on read instead), ``links``
-maps a path to the root-relative path ``resolve`` returns (``cpuN/cpufreq`` -> ``cpufreq/policyX``).
-Directories exist implicitly: a path is a directory when some file or link lies under it.
+It has the methods of ``_sysfs.SysfsAccessor`` the discovery, planning and apply code uses:
+``files`` maps a root-relative path to its text (an exception instance is raised on read instead),
+``links`` maps a path to the root-relative path ``resolve`` returns (``cpuN/cpufreq`` ->
+``cpufreq/policyX``). Directories exist implicitly: a path is a directory when some file or link
+lies under it. ``read_errors`` maps a path to the exception every read raises, even after a write.
+Writes are scripted, not ruled: ``write_errors`` maps a path to the exception its write raises,
+``clamp`` to what it reads after its next write (a kernel that silently clamped). The kernel's own
+rules are the kernel model's (``lab/fake_kernel.py``), which the module tests use.
 """
 
 from __future__ import annotations
@@ -12,11 +16,15 @@ CPU = "devices/system/cpu"
 
 
 class MemorySysfs:
-    def __init__(self, files=None, links=None, root="/sys"):
+    def __init__(self, files=None, links=None, root="/sys", write_errors=None, clamp=None, read_errors=None):
         self.files = dict(files or {})
         self.links = dict(links or {})
         self.root = root
+        self.write_errors = dict(write_errors or {})
+        self.clamp = dict(clamp or {})
+        self.read_errors = dict(read_errors or {})
         self.reads = []
+        self.writes = []
 
     def path(self, rel):
         return f"{self.root}/{rel}"
@@ -42,12 +50,20 @@ class MemorySysfs:
 
     def read(self, rel):
         self.reads.append(rel)
+        if rel in self.read_errors:  # after writes too: the attribute stays unreadable
+            raise self.read_errors[rel]
         value = self.files.get(rel)
         if value is None:
             raise FileNotFoundError(rel)
         if isinstance(value, BaseException):
             raise value
         return str(value).strip()
+
+    def write(self, rel, value):
+        if rel in self.write_errors:
+            raise self.write_errors[rel]
+        self.writes.append((rel, value))
+        self.files[rel] = self.clamp.pop(rel, str(value))
 
 
 def policy_files(name, cpus, driver="intel_pstate", lo=800000, hi=3900000, base=None, governors="performance powersave",

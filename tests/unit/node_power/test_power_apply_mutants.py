@@ -18,40 +18,16 @@ import pytest
 from ansible_collections.poweraware.k8s.plugins.module_utils import _power_apply as pa
 from ansible_collections.poweraware.k8s.plugins.module_utils._power_journal import StateStore
 from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import ApplyError
+from memory_sysfs import MemorySysfs
 
 LIMIT = "class/powercap/intel-rapl:0/constraint_0_power_limit_uw"
 WINDOW = "class/powercap/intel-rapl:0/constraint_0_time_window_us"
 UNCORE = "devices/system/cpu/intel_uncore_frequency/package_00_die_00"
 
 
-class Acc:
-    """A sysfs accessor in memory: ``clamp`` maps a path to what it reads after its next write."""
-
-    def __init__(self, files=None, write_errors=None, read_errors=None, clamp=None):
-        self.files = dict(files or {})
-        self.write_errors = dict(write_errors or {})
-        self.read_errors = dict(read_errors or {})
-        self.clamp = dict(clamp or {})
-        self.writes = []
-
-    def path(self, rel):
-        return "/sys/" + rel
-
-    def exists(self, rel):
-        return rel in self.files
-
-    def read(self, rel):
-        if rel in self.read_errors:
-            raise self.read_errors[rel]
-        if rel not in self.files:
-            raise FileNotFoundError(errno.ENOENT, "No such file or directory")
-        return self.files[rel]
-
-    def write(self, rel, value):
-        if rel in self.write_errors:
-            raise self.write_errors[rel]
-        self.writes.append((rel, value))
-        self.files[rel] = self.clamp.pop(rel, str(value))
+def Acc(files=None, write_errors=None, read_errors=None, clamp=None):  # noqa: N802 - reads like a class
+    """memory_sysfs.MemorySysfs under the short name these tests use."""
+    return MemorySysfs(files, write_errors=write_errors, clamp=clamp, read_errors=read_errors)
 
 
 def step(path, target, current=None, label=None, **extra):
