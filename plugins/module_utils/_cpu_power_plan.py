@@ -142,16 +142,23 @@ def _check_profiles(errors, profiles, shared_profile):
     if shared_profile is not None and shared_profile not in profiles:
         errors.append(f"cpu_power_shared_profile {shared_profile} is not defined in cpu_power_profiles")
     for name, prof in profiles.items():
+        if not isinstance(prof, dict):
+            errors.append(f"profile {name}: {prof!r} is not a mapping of {', '.join(PROFILE_KEYS)}")
+            continue
         unknown = sorted(set(prof) - set(PROFILE_KEYS))
         if unknown:
             errors.append(f"profile {name}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(PROFILE_KEYS)}")
-        for key in ("min_pct", "max_pct"):
+        bounds, percentages = {"min_pct": 0, "max_pct": 100}, True
+        for key in bounds:
             value = prof.get(key)
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value <= 100
-            ):
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value <= 100:
                 errors.append(f"profile {name}: {key} {value} is not a percentage within 0..100")
-        if float(prof.get("min_pct", 0)) > float(prof.get("max_pct", 100)):
+                percentages = False  # their order is not judged on a value that is not a percentage
+            else:
+                bounds[key] = value
+        if percentages and bounds["min_pct"] > bounds["max_pct"]:
             low, high = prof.get("min_pct", ""), prof.get("max_pct", "")
             errors.append(f"profile {name}: min_pct {low} is above max_pct {high}")
         _check_cstates(errors, name, prof.get("cstates"))
@@ -198,8 +205,9 @@ def _assign(plan, info, profiles, targets, fallback_governor):
                 "pool": target["pool"],
                 "profile": target["profile"],
                 "cpus": members,
-                "min_mhz": profile_frequency_mhz(lo, hi, prof.get("min_pct", 0)),
-                "max_mhz": profile_frequency_mhz(lo, hi, prof.get("max_pct", 100)),
+                # A bare `min_pct:` (null) is no bound, as when the key is left out.
+                "min_mhz": profile_frequency_mhz(lo, hi, 0 if prof.get("min_pct") is None else prof["min_pct"]),
+                "max_mhz": profile_frequency_mhz(lo, hi, 100 if prof.get("max_pct") is None else prof["max_pct"]),
             }
             if info.get("epp_supported"):
                 entry["epp"] = prof.get("epp")

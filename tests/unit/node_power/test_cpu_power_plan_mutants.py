@@ -177,10 +177,13 @@ def test_profiles_at_their_limits_are_accepted(profile):
         ({"min_pct": True}, ["profile p: min_pct True is not a percentage within 0..100"]),
         ({"max_pct": "50"}, ["profile p: max_pct 50 is not a percentage within 0..100"]),
         ({"min_pct": -0.5}, ["profile p: min_pct -0.5 is not a percentage within 0..100"]),
-        ({"min_pct": 100.5},
-         ["profile p: min_pct 100.5 is not a percentage within 0..100", "profile p: min_pct 100.5 is above max_pct "]),
-        ({"max_pct": -1}, ["profile p: max_pct -1 is not a percentage within 0..100",
-                           "profile p: min_pct  is above max_pct -1"]),
+        # A value that is not a percentage is named once; the order of the two is not judged on it.
+        ({"min_pct": 100.5}, ["profile p: min_pct 100.5 is not a percentage within 0..100"]),
+        ({"max_pct": -1}, ["profile p: max_pct -1 is not a percentage within 0..100"]),
+        # Used to raise ValueError / TypeError from float() after the message was added.
+        ({"min_pct": "abc"}, ["profile p: min_pct abc is not a percentage within 0..100"]),
+        ({"min_pct": [1], "max_pct": "x"}, ["profile p: min_pct [1] is not a percentage within 0..100",
+                                            "profile p: max_pct x is not a percentage within 0..100"]),
         ({"min_pct": 50.5, "max_pct": 50}, ["profile p: min_pct 50.5 is above max_pct 50"]),
         ({"zeta": 1, "alpha": 2}, ["profile p: unknown key(s) alpha, zeta; allowed: epp, governor, min_pct, max_pct, "
                                    "cstates"]),
@@ -206,6 +209,16 @@ def test_profile_errors_exact(profile, errors):
     result = node(profiles={"p": profile}, shared_profile="p")
     assert result["errors"] == errors
     assert result["assignments"] == []
+
+
+def test_a_bare_percentage_key_is_no_bound():
+    # `min_pct:` with nothing after it is null in YAML: the same as leaving the key out.
+    for bare, left_out in (
+        ({"min_pct": None, "max_pct": 40}, {"max_pct": 40}),
+        ({"min_pct": 60, "max_pct": None}, {"min_pct": 60}),
+    ):
+        got, want = (node(profiles={"p": prof}, shared_profile="p") for prof in (bare, left_out))
+        assert got["errors"] == [] and got["assignments"] == want["assignments"] != []
 
 
 def test_shared_profile_not_defined():
