@@ -145,17 +145,25 @@ def _frequency_target(request, pol, current, first):
     target = {}
     new_min = _freq_spec_to_khz(request.min_mhz, pol, "min_mhz", first)
     new_max = _freq_spec_to_khz(request.max_mhz, pol, "max_mhz", first)
-    eff_min = new_min if new_min is not None else int(current.get(MIN) or 0)
-    eff_max = new_max if new_max is not None else int(current.get(MAX) or 0)
-    if eff_min > eff_max:
-        if new_min is not None and new_max is not None:
+    # The current bounds, None when unreadable: a bound the request leaves alone is judged against
+    # the other only when the kernel told us what it is.
+    cur_min = int(current[MIN]) if current.get(MIN) else None
+    cur_max = int(current[MAX]) if current.get(MAX) else None
+    if new_min is not None and new_max is not None:
+        if new_min > new_max:
             raise ValidationError(
-                f"min_mhz ({eff_min // 1000}) is above max_mhz ({eff_max // 1000}) for CPU {first}; "
+                f"min_mhz ({new_min // 1000}) is above max_mhz ({new_max // 1000}) for CPU {first}; "
                 "min_mhz must be <= max_mhz"
             )
+    elif new_min is not None and cur_max is not None and new_min > cur_max:
         raise ValidationError(
-            f"min_mhz ({eff_min // 1000}) would be above CPU {first}'s current scaling_max_freq "
-            f"({eff_max // 1000} MHz) and the kernel would clamp it; also set max_mhz"
+            f"min_mhz ({new_min // 1000}) would be above CPU {first}'s current scaling_max_freq "
+            f"({cur_max // 1000} MHz) and the kernel would clamp it; also set max_mhz"
+        )
+    elif new_max is not None and cur_min is not None and new_max < cur_min:
+        raise ValidationError(
+            f"max_mhz ({new_max // 1000}) would be below CPU {first}'s current scaling_min_freq "
+            f"({cur_min // 1000} MHz) and the kernel would clamp it; also set min_mhz"
         )
     if new_min is not None:
         target[MIN] = str(new_min)

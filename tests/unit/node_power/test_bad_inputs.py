@@ -63,6 +63,13 @@ CATALOGUE = [
         "also set max_mhz",
     ),
     (
+        "max-below-current-min",
+        "intel_pstate_active",
+        {"cpus": "1", "max_mhz": 1500},
+        "max_mhz (1500) would be below CPU 1's current scaling_min_freq (2500 MHz) and the kernel would clamp it; "
+        "also set min_mhz",
+    ),
+    (
         "frequency-not-a-number",
         "intel_pstate_active",
         {"cpus": "0", "max_mhz": "fast"},
@@ -161,6 +168,8 @@ CATALOGUE = [
 def _prepare(node, case_id):
     if case_id == "min-above-current-max":
         cf.apply_profile(node.kernel, cf.Request(cpus="1", max_mhz=2000), state_file=str(node.state_file))
+    elif case_id == "max-below-current-min":
+        cf.apply_profile(node.kernel, cf.Request(cpus="1", min_mhz=2500), state_file=str(node.state_file))
     elif case_id == "epp-under-current-performance-amd":
         for cpu in range(4, 8):
             node.kernel.write(f"devices/system/cpu/cpufreq/policy{cpu}/scaling_governor", "performance")

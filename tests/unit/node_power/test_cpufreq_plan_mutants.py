@@ -214,24 +214,33 @@ def test_min_above_the_current_max():
 
 def test_max_below_the_current_min():
     t = topo(values={MIN: "2500000"})
-    # refused; the message (written for a raised min_mhz) calls the new max_mhz the current
-    # scaling_max_freq and asks for max_mhz, which was given: only the two values are checked here
-    message = refused(fp.plan_present, t, fp.Request(cpus="2-3", max_mhz=2000))
-    assert "min_mhz (2500)" in message and "(2000 MHz)" in message
+    assert refused(fp.plan_present, t, fp.Request(cpus="2-3", max_mhz=2000)) == (
+        "max_mhz (2000) would be below CPU 2's current scaling_min_freq (2500 MHz) and the kernel would clamp it; "
+        "also set min_mhz"
+    )
     plan = fp.plan_present(t, fp.Request(cpus="2-3", max_mhz=2500))
     assert plan["policies"][0]["target"] == {MAX: "2500000"}
+    plan = fp.plan_present(t, fp.Request(cpus="2-3", min_mhz=1000, max_mhz=2000))  # both given: judged together
+    assert plan["policies"][0]["target"] == {MIN: "1000000", MAX: "2000000"}
 
 
-def test_unreadable_current_frequencies_count_as_zero():
+def test_an_unreadable_current_bound_is_not_judged():
+    # Unreadable scaling_min/max_freq: the request is judged only against what was read.
     t = topo(values={MIN: None, MAX: None})
     plan = fp.plan_present(t, fp.Request(cpus="0-1", max_mhz=1000))
     assert plan["policies"][0]["target"] == {MAX: "1000000"}
     assert plan["policies"][0]["changes"] == {MAX: "1000000"}
-    assert refused(fp.plan_present, t, fp.Request(cpus="0-1", min_mhz=1000)).startswith(
-        "min_mhz (1000) would be above CPU 0's current scaling_max_freq (0 MHz)"
-    )
+    plan = fp.plan_present(t, fp.Request(cpus="0-1", min_mhz=1000))
+    assert plan["policies"][0]["target"] == {MIN: "1000000"}
     plan = fp.plan_present(t, fp.Request(cpus="0-1", governor="performance"))
     assert plan["policies"][0]["target"] == {GOV: "performance"}
+    # Only the max unreadable, the min read: a governor-only request used to be refused (max counted 0).
+    t = topo(values={MAX: None, MIN: "1200000"})
+    plan = fp.plan_present(t, fp.Request(cpus="0-1", governor="performance"))
+    assert plan["policies"][0]["target"] == {GOV: "performance"}
+    assert refused(fp.plan_present, t, fp.Request(cpus="0-1", max_mhz=1000)).startswith(
+        "max_mhz (1000) would be below CPU 0's current scaling_min_freq (1200 MHz)"
+    )
 
 
 # --- plan_present: governor and EPP ------------------------------------------------------------------
@@ -438,9 +447,5 @@ def test_plan_absent_skips_offline_and_vanished_policies():
 
 
 # Mutants left alive on purpose, from the mutation run of this file:
-# - _frequency_target, `int(current.get(MAX) or 0)` -> `or 1` (scaling_max_freq unreadable, no
-#   max_mhz): an explicit min_mhz is at least 1000 kHz and is refused against 0 or 1 alike, with the
-#   same "0 MHz" in the message; without min_mhz the two differ only for a scaling_min_freq of
-#   exactly 1 kHz, which no driver reports.
 # - plan_absent, the sort key's `or [0]` -> `or [1]`: it only moves a recorded policy without CPUs,
 #   and such an entry is skipped with nothing planned, skipped or forgotten, wherever it sorts.
