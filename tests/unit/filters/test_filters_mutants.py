@@ -162,7 +162,7 @@ def test_certificate_lifetime_errors_passes_a_dict_on(stub):
     assert f_lifetime.certificate_lifetime_errors(three) == []
     assert f_lifetime.certificate_lifetime_errors(four) == []
     assert errors.calls == [((dict(three),), {}), ((four,), {})]
-    assert type(errors.calls[0][0][0]) is dict
+    assert errors.calls[0][0][0].__class__ is dict  # exactly a dict, not the mapping type given
 
 
 # --- certificate_renewal_due ---------------------------------------------------------------------
@@ -533,7 +533,7 @@ def test_power_extender_errors_passes_a_dict_on(stub):
     values = types.MappingProxyType({"power_extender_port": 9443})
     assert f_ext.power_extender_errors(values) == []
     assert errors.calls == [(({"power_extender_port": 9443},), {})]
-    assert type(errors.calls[0][0][0]) is dict
+    assert errors.calls[0][0][0].__class__ is dict  # exactly a dict, not the mapping type given
 
 
 # --- power_model, power_model_fits, power_model_promql -------------------------------------------

@@ -31,7 +31,8 @@ PROFILES = {
 }
 
 
-def node(info=INFO, **kw):
+def node(info=None, **kw):
+    info = INFO if info is None else info
     args = {"pools": [], "profiles": PROFILES, "reserved": "0", "reserved_given": True, "kubelet_reserved": "0",
             "kubelet_source": "kubelet.yaml", "host": "w1"}  # fmt: skip
     args.update(kw)
@@ -76,7 +77,7 @@ def test_expand_cpus_forms():
 )
 def test_profile_frequency(lo, hi, pct, want):
     got = cp.profile_frequency_mhz(lo, hi, pct)
-    assert got == want and type(got) is int
+    assert got == want and got.__class__ is int  # not a float or a bool
 
 
 # --- plan_node: reserved CPUs and the kubelet cross-check ---------------------------------------------
