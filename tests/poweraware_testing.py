@@ -165,3 +165,25 @@ def documented_images(repo: pathlib.Path | None = None) -> dict[str, tuple[str, 
             repository, _tag, digest, why = match.groups()
             rows[repository] = (digest or "none", why.strip())
     return rows
+
+
+def self_signed_pem(not_before, not_after) -> str:
+    """A self-signed EC certificate (CN test) valid from ``not_before`` to ``not_after``, as PEM text."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test")])
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
+        .sign(key, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.PEM).decode()

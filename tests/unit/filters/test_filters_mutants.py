@@ -39,6 +39,7 @@ from ansible_collections.poweraware.k8s.plugins.module_utils._coexistence import
 from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import DEFAULT_KIND, PowerModelError
 from ansible_collections.poweraware.k8s.plugins.module_utils._power_score import PowerScoreError
 from ansible_collections.poweraware.k8s.plugins.module_utils._quantity import QuantityError
+from poweraware_testing import self_signed_pem
 
 
 class Recorder:
@@ -166,31 +167,12 @@ def test_certificate_lifetime_errors_passes_a_dict_on(stub):
 
 
 # --- certificate_renewal_due ---------------------------------------------------------------------
-def _certificate(not_before, not_after):
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test")])
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(1)
-        .not_valid_before(not_before)
-        .not_valid_after(not_after)
-        .sign(key, hashes.SHA256())
-    )
-    return cert.public_bytes(serialization.Encoding.PEM)
 
 
 UTC = datetime.timezone.utc
 BEFORE = datetime.datetime(2026, 1, 1, tzinfo=UTC)
 AFTER = datetime.datetime(2099, 1, 1, tzinfo=UTC)
-PEM = _certificate(BEFORE, AFTER)
+PEM = self_signed_pem(BEFORE, AFTER).encode()
 
 
 @pytest.mark.parametrize("pem", [PEM, PEM.decode(), bytearray(PEM)])

@@ -11,30 +11,11 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.poweraware.k8s.plugins.filter.certificate_renewal_due import FilterModule
 from ansible_collections.poweraware.k8s.plugins.module_utils._cert_lifetime import renewal_due
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from poweraware_testing import self_signed_pem
 
 due = FilterModule().filters()["certificate_renewal_due"]
 UTC = datetime.timezone.utc
 NOW = datetime.datetime(2026, 11, 27, 12, 0, 0, tzinfo=UTC)
-
-
-def _pem(not_before, not_after):
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test")])
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(1)
-        .not_valid_before(not_before)
-        .not_valid_after(not_after)
-        .sign(key, hashes.SHA256())
-    )
-    return cert.public_bytes(serialization.Encoding.PEM).decode()
 
 
 @pytest.mark.parametrize(
@@ -68,13 +49,13 @@ def test_bad_window_is_refused_with_the_rule():
         renewal_due(NOW, NOW, "30d", NOW)
     now = datetime.datetime.now(UTC)
     with pytest.raises(AnsibleFilterError, match=r"renew_before='-30d'"):
-        due(_pem(now, now + datetime.timedelta(days=90)), "-30d")
+        due(self_signed_pem(now, now + datetime.timedelta(days=90)), "-30d")
 
 
 def test_filter_reads_the_certificate_text():
     now = datetime.datetime.now(UTC)
-    fresh = _pem(now - datetime.timedelta(hours=1), now + datetime.timedelta(days=90))
-    expiring = _pem(now - datetime.timedelta(days=80), now + datetime.timedelta(days=10))
+    fresh = self_signed_pem(now - datetime.timedelta(hours=1), now + datetime.timedelta(days=90))
+    expiring = self_signed_pem(now - datetime.timedelta(days=80), now + datetime.timedelta(days=10))
     assert due(fresh, "+30d") is False
     assert due(expiring, "+30d") is True
     assert due(fresh.encode(), "+30d") is False
