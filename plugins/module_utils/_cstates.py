@@ -176,8 +176,8 @@ def _desired(st, disable, enable, limit):
 
 def _check_names(idle, cpus, disable, enable, problems):
     known = {}
-    for cpu in cpus:
-        for st in idle["cpus"].get(cpu, []):
+    for cpu in cpus:  # every CPU here has a cpuidle listing: plan_cstates refused the missing ones
+        for st in idle["cpus"][cpu]:
             known.setdefault(st["name"], st["index"])
     listing = " ".join(sorted(known, key=lambda n: (known[n], n)))
     for key, names in (("disable", disable), ("enable", enable)):

@@ -319,8 +319,13 @@ def test_present_ops_keeps_flags_that_start_with_a_dash_in_order():
     assert json.loads(doc["metadata"]["annotations"][ms.ANNOTATION]) == record
 
 
-def test_present_ops_refuses_a_name_the_module_did_not_add():
-    base = pod([{"name": "kube-scheduler", "volumeMounts": [{"name": "poweraware-extender-tls", "mountPath": "/m"}]}])
+@pytest.mark.parametrize("where", ["mount", "volume"])
+def test_present_ops_refuses_a_name_the_module_did_not_add(where):
+    taken = {"name": "poweraware-extender-tls"}
+    if where == "mount":
+        base = pod([{"name": "kube-scheduler", "volumeMounts": [dict(taken, mountPath="/m")]}])
+    else:  # a volume no container mounts
+        base = pod([{"name": "kube-scheduler"}], volumes=[dict(taken, emptyDir={})])
     with pytest.raises(ms.ManifestError) as info:
         ms.present_ops(base, 0, "config", "/c", True, ["/t"], False, {})
     assert str(info.value) == (
@@ -606,14 +611,38 @@ def test_absent_deletes_a_created_file_and_restores_a_merged_one():
     calls = []
 
     def backup(path, doc):
-        calls.append(path)
+        calls.append((path, doc))
         return "BACKUP"
 
     restored = ms.plan_absent(merged.manifest_after, MANIFEST_PATH, files.get, backup)
-    assert not restored.file_delete and restored.file_after == "BACKUP" and calls == [USER_CONFIG_PATH]
+    assert not restored.file_delete and restored.file_after == "BACKUP"
+    # the backup is asked for the document the file goes back to, to match it against its bytes
+    assert calls == [(USER_CONFIG_PATH, yaml.safe_load(original))]
+    assert restored.reemitted is False and absent.reemitted is False  # the module returns it as a bool
     without = ms.plan_absent(merged.manifest_after, MANIFEST_PATH, files.get, lambda path, doc: None)
     assert without.file_after == original
     assert ms.plan_absent(merged.manifest_after, MANIFEST_PATH, files.get).file_after == original
+
+
+def test_absent_names_a_merged_file_that_is_no_longer_yaml():
+    merged = plan([LOOPBACK], {USER_CONFIG_PATH: tas_extender_config("v1")})
+    files = {USER_CONFIG_PATH: "kind: ["}
+    with pytest.raises(ms.ManifestError, match=f"^{USER_CONFIG_PATH} is not valid YAML: "):
+        ms.plan_absent(merged.manifest_after, MANIFEST_PATH, files.get)
+
+
+def test_absent_removes_the_flag_from_command_when_the_record_does_not_say_where():
+    # records of early releases have no flag_key: the flag was always added to `command`
+    doc = yaml.safe_load(PLAIN_MANIFEST)
+    container = doc["spec"]["containers"][0]
+    container["command"].append("--config=/etc/kubernetes/x.yaml")
+    container["args"] = ["--config=/etc/kubernetes/x.yaml"]
+    record = {"v": 1, "mode": "config", "flag": "--config=/etc/kubernetes/x.yaml"}
+    doc["metadata"]["annotations"] = {ms.ANNOTATION: ms.encode_record(record)}
+    result = ms.plan_absent(yaml.safe_dump(doc), MANIFEST_PATH, {}.get)
+    after = yaml.safe_load(result.manifest_after)["spec"]["containers"][0]
+    assert after["command"] == yaml.safe_load(PLAIN_MANIFEST)["spec"]["containers"][0]["command"]
+    assert after["args"] == ["--config=/etc/kubernetes/x.yaml"]
 
 
 def test_plan_starts_empty_and_unchanged():
