@@ -28,6 +28,12 @@ def certificate_renewal_due(pem, renew_before):
             "certificate_renewal_due needs the Python package cryptography on the controller "
             "(community.crypto needs it too): pip install cryptography"
         )
+    if pem is not None and not isinstance(pem, (str, bytes, bytearray)):
+        # bytes(5) would be five NUL bytes, unparsable, and the certificate re-issued for a caller's mistake
+        raise AnsibleFilterError(
+            f"certificate_renewal_due: the input must be the certificate's PEM text, got {pem.__class__.__name__}; "
+            "pass the decoded file content (slurp's content | b64decode)"
+        )
     text = pem.encode() if isinstance(pem, str) else bytes(pem or b"")
     try:
         certificate = x509.load_pem_x509_certificate(text)

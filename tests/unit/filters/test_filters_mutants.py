@@ -193,6 +193,17 @@ def test_certificate_renewal_due_unreadable_text_is_due(stub, pem):
     assert due.calls == []
 
 
+@pytest.mark.parametrize(("pem", "kind"), [(5, "int"), ({"content": "x"}, "dict"), (["x"], "list")])
+def test_certificate_renewal_due_refuses_what_is_not_text(stub, pem, kind):
+    due = stub(f_renewal, "renewal_due", result=False)
+    raises(
+        lambda: f_renewal.certificate_renewal_due(pem, "+30d"),
+        f"certificate_renewal_due: the input must be the certificate's PEM text, got {kind}; "
+        "pass the decoded file content (slurp's content | b64decode)",
+    )
+    assert due.calls == []
+
+
 def test_certificate_renewal_due_real_valid_and_bad_window():
     assert f_renewal.certificate_renewal_due(PEM, "+30d") is False
     assert f_renewal.certificate_renewal_due(PEM.decode(), "+36500d") is True
@@ -472,13 +483,13 @@ def test_pod_security_labels_passes_its_arguments_on(stub):
     namespace = {"kind": "Namespace", "metadata": {"name": "monitoring"}}
     for existing in ("", None, {}, namespace):
         assert f_psa.pod_security_labels(existing, *PSA) == "result"
-    assert f_psa.pod_security_labels(None, "ns", "baseline", "tas", 42, "tas_namespace") == "result"
+    assert f_psa.pod_security_labels(None, "ns", "baseline", "tas", "why", "tas_namespace") == "result"
     expected = [
         (("monitoring", None, "privileged", "collectd", "reads host files", "collectd_namespace"), {}),
     ] * 3
     expected += [
         (("monitoring", namespace, "privileged", "collectd", "reads host files", "collectd_namespace"), {}),
-        (("ns", None, "baseline", "tas", "42", "tas_namespace"), {}),
+        (("ns", None, "baseline", "tas", "why", "tas_namespace"), {}),
     ]
     assert labels.calls == expected
 
@@ -491,7 +502,9 @@ def test_pod_security_labels_wants_a_namespace_object(bad):
     )
 
 
-@pytest.mark.parametrize(("index", "name"), [(0, "namespace"), (1, "level"), (2, "component"), (4, "variable")])
+@pytest.mark.parametrize(
+    ("index", "name"), [(0, "namespace"), (1, "level"), (2, "component"), (3, "reason"), (4, "variable")]
+)
 @pytest.mark.parametrize("bad", ["", None, 5])
 def test_pod_security_labels_wants_non_empty_strings(index, name, bad):
     args = list(PSA)
