@@ -316,19 +316,17 @@ def present_ops(base, cindex, mode, file_path, flag_present, tls_dirs, need_clus
         raise ManifestError.of(problems)
     for number, directory in enumerate(uncovered):
         wanted.append((TLS_VOLUME if number == 0 else f"{TLS_VOLUME}-{number + 1}", directory, "DirectoryOrCreate"))
+    if wanted:  # the lists the first volume creates are removed again with the last one (state=absent)
+        record["created_keys"] += [
+            key for key, owner in (("volumeMounts", container), ("volumes", spec)) if key not in owner
+        ]
     for name, host_path, host_type in wanted:
         if name in taken:
             raise ManifestError(
                 f"the manifest already has a volume or mount named {name} that this module did not add; rename it"
             )
-        if "volumeMounts" not in container:
-            record["created_keys"].append("volumeMounts")
-        if "volumes" not in spec:
-            record["created_keys"].append("volumes")
         ops.append(SeqAppend(cpath, "volumeMounts", {"mountPath": host_path, "name": name, "readOnly": True}))
         ops.append(SeqAppend(["spec"], "volumes", {"hostPath": {"path": host_path, "type": host_type}, "name": name}))
-        container = dict(container, volumeMounts=[])  # the key exists from now on
-        spec = dict(spec, volumes=[])
         record["volumes"].append(name)
     if need_cluster_dns and base["spec"].get("dnsPolicy") != DNS_POLICY:
         record["dns_policy_added"] = True

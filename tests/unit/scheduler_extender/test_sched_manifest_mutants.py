@@ -292,6 +292,10 @@ def test_present_ops_sorts_the_flag_after_the_binary_and_numbers_tls_volumes():
     assert [m["name"] for m in container["volumeMounts"]] == names
     assert [v["hostPath"]["type"] for v in doc["spec"]["volumes"]] == ["FileOrCreate"] + ["DirectoryOrCreate"] * 3
     assert container["volumeMounts"][1] == {"mountPath": "/a", "name": "poweraware-extender-tls", "readOnly": True}
+    assert doc["spec"]["volumes"][1] == {
+        "hostPath": {"path": "/a", "type": "DirectoryOrCreate"},
+        "name": "poweraware-extender-tls",
+    }
     assert doc["spec"]["dnsPolicy"] == "ClusterFirstWithHostNet"
     assert record == {
         "v": 1,
@@ -306,6 +310,22 @@ def test_present_ops_sorts_the_flag_after_the_binary_and_numbers_tls_volumes():
         "x": 1,
     }
     assert doc["metadata"]["annotations"] == {"keep": "me", ms.ANNOTATION: ms.encode_record(record)}
+
+
+@pytest.mark.parametrize(
+    ("container", "spec", "created"),
+    [
+        ({"volumeMounts": []}, {}, ["volumes"]),
+        ({}, {"volumes": []}, ["volumeMounts"]),
+        ({"volumeMounts": []}, {"volumes": []}, []),
+    ],
+)
+def test_present_ops_records_only_the_volume_lists_it_creates(container, spec, created):
+    base = pod([dict(container, name="kube-scheduler")], **spec)
+    base["metadata"]["annotations"] = {}
+    _ops, record = ms.present_ops(base, 0, "config", "/etc/c.yaml", True, ["/a", "/b"], False, {})
+    assert record["created_keys"] == created
+    assert record["volumes"] == ["poweraware-scheduler-config", "poweraware-extender-tls", "poweraware-extender-tls-2"]
 
 
 def test_present_ops_keeps_flags_that_start_with_a_dash_in_order():
