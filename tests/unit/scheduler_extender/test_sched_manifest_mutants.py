@@ -320,12 +320,21 @@ def test_present_ops_sorts_the_flag_after_the_binary_and_numbers_tls_volumes():
         ({"volumeMounts": []}, {"volumes": []}, []),
     ],
 )
-def test_present_ops_records_only_the_volume_lists_it_creates(container, spec, created):
+@pytest.mark.parametrize("annotations", [{}, None])
+def test_present_ops_records_only_the_lists_it_creates(container, spec, created, annotations):
     base = pod([dict(container, name="kube-scheduler")], **spec)
-    base["metadata"]["annotations"] = {}
+    if annotations is not None:
+        base["metadata"]["annotations"] = annotations
+    else:  # created too, and the record's list is sorted: "annotations" comes first
+        created = ["annotations", *created]
     _ops, record = ms.present_ops(base, 0, "config", "/etc/c.yaml", True, ["/a", "/b"], False, {})
-    assert record["created_keys"] == created
-    assert record["volumes"] == ["poweraware-scheduler-config", "poweraware-extender-tls", "poweraware-extender-tls-2"]
+    assert record == {
+        "v": 1,
+        "mode": "config",
+        "file": "/etc/c.yaml",
+        "volumes": ["poweraware-scheduler-config", "poweraware-extender-tls", "poweraware-extender-tls-2"],
+        "created_keys": created,
+    }
 
 
 def test_present_ops_keeps_flags_that_start_with_a_dash_in_order():
