@@ -195,6 +195,7 @@ def test_mount_check_accepts_a_hostpath_of_the_same_place():
     mounts = [{"mountPath": "/etc/kubernetes", "name": "k"}]
     volumes = [{"name": "other"}, {"name": "k", "hostPath": {"path": "/etc/kubernetes/"}}]
     assert ms.mount_check("/etc/kubernetes/x.yaml", mounts, volumes) == (True, None)
+    assert ms.mount_check("/etc/kubernetes/XX/X.yaml", mounts, volumes) == (True, None)  # only the "/" goes
     assert ms.mount_check("/etc/kubernetes", mounts, volumes) == (True, None)
     assert ms.mount_check("/srv/x", mounts, volumes) == (False, None)
     sub = [{"mountPath": "/etc/kubernetes/x.yaml", "name": "k", "subPath": "x.yaml"}]
