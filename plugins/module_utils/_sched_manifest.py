@@ -171,7 +171,7 @@ def mount_check(path, mounts, volumes):
     sub = mount.get("subPath") or ""
     host = volume.get("hostPath") if isinstance(volume, dict) else None
     if isinstance(host, dict) and isinstance(host.get("path"), str) and host["path"].startswith("/"):
-        seen = posixpath.normpath(posixpath.join(host["path"], sub, rel) if (sub or rel) else host["path"])
+        seen = posixpath.normpath(posixpath.join(host["path"], sub, rel))  # joining "" adds a "/" normpath drops
         if seen == posixpath.normpath(path):
             return True, None
         with_sub = f" with subPath {sub}" if sub else ""
