@@ -189,6 +189,8 @@ def test_covering_mount_takes_the_deepest_mount_and_stops_at_path_components():
     # the first of two equally deep mounts serves the path
     twice = [{"mountPath": "/a", "name": "one"}, {"mountPath": "/a/", "name": "two"}]
     assert ms._covering_mount("/a/b", twice)[0] == 0
+    # a mountPath that is not text is no mount (the API server would have refused the manifest)
+    assert ms._covering_mount("/a/b", [{"mountPath": 5, "name": "n"}, {"mountPath": ["/a"], "name": "l"}]) is None
 
 
 def test_mount_check_accepts_a_hostpath_of_the_same_place():
@@ -209,6 +211,7 @@ def test_mount_check_accepts_a_hostpath_of_the_same_place():
         ({"name": "v", "configMap": {"name": "c"}}, "a configMap volume, not a hostPath"),
         ({"name": "v", "secret": {}, "projected": {}}, "a projected volume, not a hostPath"),
         ({"name": "v"}, "a typeless volume, not a hostPath"),
+        ({"name": "v", "XVolume": {}}, "a XVolume volume, not a hostPath"),  # "an" only before a, e, i, o, u
         ({"name": "v", "hostPath": {"path": "relative"}}, "a hostPath volume, not a hostPath"),
         ({"name": "w"}, "no volume of that name"),
     ],
