@@ -147,7 +147,7 @@ def _covering_mount(path, mounts):
     for index, mount in enumerate(mounts):
         mount_path = mount.get("mountPath") if isinstance(mount, dict) else None
         if isinstance(mount_path, str) and mount_path:
-            root = posixpath.normpath(mount_path) if mount_path != "/" else "/"
+            root = posixpath.normpath(mount_path)  # "/" stays "/"
             inside = path == root or path.startswith(root.rstrip("/") + "/")
             if inside and (best is None or len(root) > len(best[2])):
                 best = (index, mount, root)

@@ -189,6 +189,7 @@ def test_covering_mount_takes_the_deepest_mount_and_stops_at_path_components():
     # the first of two equally deep mounts serves the path
     twice = [{"mountPath": "/a", "name": "one"}, {"mountPath": "/a/", "name": "two"}]
     assert ms._covering_mount("/a/b", twice)[0] == 0
+    assert ms._covering_mount("/srv/x", [{"mountPath": "/srvX", "name": "n"}]) is None  # a prefix is not a parent
     # a mountPath that is not text is no mount (the API server would have refused the manifest)
     assert ms._covering_mount("/a/b", [{"mountPath": 5, "name": "n"}, {"mountPath": ["/a"], "name": "l"}]) is None
 
@@ -772,7 +773,6 @@ def test_absent_renders_a_policy_file_as_json_like_present_does():
 
 
 # Mutants left alive on purpose (same observable behaviour), from the mutation run of this file:
-# - _covering_mount: normpath("/") is "/", so `... if mount_path != "/" else "/"` with `or True` is the same.
 # - edit_file, render_file(new_doc, "policy", True/None): a Policy file has no header, `created` is ignored.
 # - inspect, plan_absent: strip_ops(None, ...): strip_ops does not read its doc argument.
 # - written_by_module: CONFIG_HEADER.split("\n", 2)[0] is the same first line as split("\n", 1)[0].
