@@ -745,6 +745,7 @@ def test_manifest_problems_name_the_manifest_path(function):
 
 def test_plan_keeps_the_warnings_of_both_version_steps_and_says_what_it_chose():
     result = plan([LOOPBACK], {}, manifest=PLAIN_MANIFEST, kubernetes_version="1.90.1")
+    assert result.reemitted is False  # the module returns it as manifest_reemitted, a bool
     assert len(result.warnings) == 2
     assert result.warnings[0] == (
         "kubernetes_version 1.90.1 differs from the manifest image tag (registry.k8s.io/kube-scheduler:v1.29.0); "
