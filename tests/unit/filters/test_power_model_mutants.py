@@ -571,6 +571,7 @@ def test_power_jump_promql_messages(model, capacity, message):
     ("model", "message"),
     [
         (None, "model: expected a mapping from power_model, got NoneType"),
+        ([1, 2], "model: expected a mapping from power_model, got list"),
         (
             {"kind": "cubic", "params": {}},
             "model.kind: unknown kind 'cubic'; expected one of piecewise_linear, peaks, linear",
@@ -818,6 +819,10 @@ def test_fit_model_knots_option_by_hand():
     assert model["quality"]["rmse_w"] == pytest.approx(0.0, abs=1e-9)
     robust = pm.fit_model(samples, knots=[0, 50, 100], smoothing=0)
     assert robust["params"]["knot_watts"] == pytest.approx([10.0, 24.0, 56.0], abs=1e-9)
+    # the knots are used as validated: floats (the form compile_model's fast path takes), from any iterable
+    assert [k.__class__ for k in model["params"]["knot_util"]] == [float] * 3
+    once = pm.fit_model(samples, knots=(k for k in (0, 50, 100)), smoothing=0, robust=False)
+    assert once["params"] == model["params"]
 
 
 def test_fit_model_smoothing_by_hand():
@@ -1100,6 +1105,17 @@ def test_fit_nodes_names_the_node_in_errors():
 #   (60 random and 3 piecewise-shaped ones in the tests, 20,000 random ones searched).
 # - _fit_peaks_weighted 37 (`centre >= 0.0`): the centre is a grid point ((i + 0.5) * step, never 0)
 #   or a previous exponent, which is at least 1e-6 away from 0.
+# - _fit_peaks_weighted 77, 78, 79 (the last pick between the golden-section points a and b):
+#   after 30 steps a and b are within 0.618**30 of a grid cell (about 1e-9 per percent) of each
+#   other, the resolution the search promises; the fitted curves agree to that precision.
+# - compile_model 76, 77, 90, 93, 94, 96 (the fast path's conditions narrowed: more than 2 knots,
+#   knots[1] or knots[+1] or knots[-2] or 101): the fast path only skips checks, and a model it no
+#   longer takes goes through _validated_knots and _finite_floats, which accept it and build the
+#   same predictor.
+# - _robust_fit 42 (`abs(r) < limit`): at abs(r) == limit the weight limit / abs(r) is 1.0 too.
+#   64 (`change <= 1e-3`): differs only when the largest weight change is exactly 0.001.
+# - fit_model 112 (plain least squares with weights 2.0 instead of 1.0): every weighted fit is
+#   unchanged by a common factor on the weights (the smoothing strength scales with their sum).
 # - fit_nodes 27 (span 1.0 without samples): a node without samples has fewer than 3 distinct
 #   utilisations and is never fitted. 51, 54 (the Peaks fit without the node name): it runs only
 #   after the fit of the published kind accepted the same samples, and peaks needs 3 distinct
