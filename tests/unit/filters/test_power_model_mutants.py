@@ -729,7 +729,7 @@ class WeightedMean:
     def __init__(self):
         self.calls = []
 
-    def __call__(self, utils, watts, weights, previous=None, **options):
+    def __call__(self, _utils, watts, weights, previous=None, **options):
         self.calls.append({"weights": list(weights), "previous": previous, "options": options})
         level = sum(w * y for w, y in zip(weights, watts, strict=False)) / sum(weights)
         return {"level": level}, lambda _u: level
