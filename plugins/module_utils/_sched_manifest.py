@@ -192,7 +192,7 @@ def mount_check(path, mounts, volumes):
     )
 
 
-def strip_ops(doc, record, cindex):
+def strip_ops(record, cindex):
     """Ops that remove what ``record`` says we added (in the reverse order of adding)."""
     ops = []
     cpath = ["spec", "containers", cindex]
@@ -237,7 +237,7 @@ def inspect(doc, path):
     """Return ``(container_index, record, base_doc)``; base_doc is ``doc`` without our additions."""
     cindex = check_pod(doc, path)
     record = read_record(doc)
-    base = _apply_doc(doc, strip_ops(doc, record, cindex)) if record else copy.deepcopy(doc)
+    base = _apply_doc(doc, strip_ops(record, cindex)) if record else copy.deepcopy(doc)
     return cindex, record, base
 
 
@@ -611,7 +611,7 @@ def plan_present(
     if desired_manifest == doc:
         result.manifest_after = manifest_text
     else:
-        strip = strip_ops(doc, record, cindex) if record else []
+        strip = strip_ops(record, cindex) if record else []
         text, _new_doc, reemitted = patch(manifest_text, doc, strip, add)
         result.manifest_after = text
         result.reemitted = reemitted
@@ -685,7 +685,7 @@ def plan_absent(manifest_text, manifest_path, read_file, original_text=None, con
                 text, restored = edit_file(current_text, current, config_strip_ops(record), record.get("mode"))
                 earlier = original_text(file_path, restored) if original_text and restored != current else None
                 result.file_after = earlier if earlier is not None else text
-    text, _new_doc, reemitted = patch(manifest_text, doc, strip_ops(doc, record, cindex), [])
+    text, _new_doc, reemitted = patch(manifest_text, doc, strip_ops(record, cindex), [])
     result.manifest_after = text
     result.reemitted = reemitted
     return result

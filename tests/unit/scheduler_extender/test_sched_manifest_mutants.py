@@ -17,7 +17,7 @@ from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_confi
 from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_manifest as ms
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from cases import CONFIG_PATH, GOLDEN, MANIFEST_PATH, POLICY_PATH, USER_CONFIG_PATH  # noqa: E402
+from cases import CONFIG_PATH, GOLDEN, MANIFEST_PATH, POLICY_PATH, TAS_EXTENDER, USER_CONFIG_PATH  # noqa: E402
 from poweraware_testing import tas_extender_config  # noqa: E402
 
 MERGE_MANIFEST = (GOLDEN / "merge/kubeadm-config-1.29.yaml").read_text()
@@ -403,12 +403,12 @@ def test_strip_ops_puts_back_the_previous_dns_policy_and_drops_created_keys():
     base = pod([{"name": "kube-scheduler", "command": ["kube-scheduler"]}], dnsPolicy="Default")
     ops, record = ms.present_ops(base, 0, "config", "/c.yaml", False, ["/t"], True, {})
     doc = ms._apply_doc(base, ops)
-    assert ms._apply_doc(doc, ms.strip_ops(doc, record, 0)) == base
+    assert ms._apply_doc(doc, ms.strip_ops(record, 0)) == base
     bare = pod([{"name": "kube-scheduler", "args": ["--v=2"]}])
     ops, record = ms.present_ops(bare, 0, "config", "/c.yaml", False, [], True, {})
     doc = ms._apply_doc(bare, ops)
     assert doc["spec"]["containers"][0]["args"] == ["--config=/c.yaml", "--v=2"]
-    assert ms._apply_doc(doc, ms.strip_ops(doc, record, 0)) == bare
+    assert ms._apply_doc(doc, ms.strip_ops(record, 0)) == bare
 
 
 # --- the configuration file ----------------------------------------------------------------------------
@@ -743,6 +743,44 @@ def test_manifest_problems_name_the_manifest_path(function):
         run("kind: Deployment\n")
 
 
+def test_a_users_file_is_checked_as_the_mode_reads_it_and_problems_name_it():
+    with pytest.raises(ms.ManifestError) as info:
+        plan([LOOPBACK], {USER_CONFIG_PATH: "kind: Policy\napiVersion: v1\n"})
+    assert info.value.errors == [
+        f"{USER_CONFIG_PATH} has kind 'Policy', expected KubeSchedulerConfiguration",
+        f"{USER_CONFIG_PATH} uses apiVersion 'v1', which kube-scheduler 1.29 does not serve (it serves "
+        "kubescheduler.config.k8s.io/v1); migrate the file to kubescheduler.config.k8s.io/v1 first",
+    ]
+    assert str(info.value) == "; ".join(info.value.errors)
+    with pytest.raises(ms.ManifestError, match=f"^{USER_CONFIG_PATH} is not valid YAML: "):
+        plan([LOOPBACK], {USER_CONFIG_PATH: "kind: ["})
+
+
+def test_a_leftover_that_is_no_longer_yaml_is_named():
+    with pytest.raises(ms.ManifestError, match=f"^{CONFIG_PATH} is not valid YAML: "):
+        plan([LOOPBACK], {CONFIG_PATH: ms.CONFIG_HEADER + "kind: ["}, manifest=PLAIN_MANIFEST)
+
+
+def test_an_earlier_record_without_digests_is_kept_unless_told_the_ca_changed():
+    ca = "/etc/kubernetes/pki/tas/ca.crt"
+    extender = dict(TAS_EXTENDER, tls=dict(TAS_EXTENDER["tls"], ca_file=ca))
+    files = {ca: "CA one\n"}
+    first = plan([extender], files, manifest=PLAIN_MANIFEST)
+    files[CONFIG_PATH] = first.file_after
+    old = {k: v for k, v in first.record.items() if k != "trust"}
+    earlier = first.manifest_after.replace(ms.encode_record(first.record), ms.encode_record(old))
+    assert earlier != first.manifest_after
+    kept = plan([extender], files, manifest=earlier)  # trust_changed defaults to False
+    assert kept.manifest_after == earlier and "trust" not in kept.record
+    assert kept.warnings == [
+        "the manifest's record was written by an earlier version and does not hold the digests of the CA files "
+        "kube-scheduler trusts; they are recorded at the next change of the manifest (set trust_changed when "
+        "a CA file has been replaced, so that kube-scheduler restarts and loads it)"
+    ]
+    told = plan([extender], files, manifest=earlier, trust_changed=True)
+    assert told.record["trust"] == first.record["trust"] and told.manifest_after != earlier
+
+
 def test_plan_keeps_the_warnings_of_both_version_steps_and_says_what_it_chose():
     result = plan([LOOPBACK], {}, manifest=PLAIN_MANIFEST, kubernetes_version="1.90.1")
     assert result.reemitted is False  # the module returns it as manifest_reemitted, a bool
@@ -775,7 +813,6 @@ def test_absent_renders_a_policy_file_as_json_like_present_does():
 
 # Mutants left alive on purpose (same observable behaviour), from the mutation run of this file:
 # - edit_file, render_file(new_doc, "policy", True/None): a Policy file has no header, `created` is ignored.
-# - inspect, plan_absent: strip_ops(None, ...): strip_ops does not read its doc argument.
 # - written_by_module: CONFIG_HEADER.split("\n", 2)[0] is the same first line as split("\n", 1)[0].
 # - plan_present, "new file" in the refusal of a written file: unreachable, a new file holds only the
 #   module's extenders, which normalize_extenders has already checked by the same rules.
