@@ -608,6 +608,22 @@ def test_an_invalid_merge_names_the_file_and_both_origins():
     )
     assert "already in /etc/kubernetes/scheduler-config.yaml" in message
     assert "from the module's extenders" in message
+    # every problem, joined with "; "
+    files = {USER_CONFIG_PATH: files[USER_CONFIG_PATH].replace("weight: 1", "weight: 0")}
+    with pytest.raises(ms.ManifestError) as info:
+        plan([binder], files)
+    assert len(info.value.errors) == 2
+    assert str(info.value) == (
+        "kube-scheduler would refuse /etc/kubernetes/scheduler-config.yaml as it would be written (merged with the "
+        f"existing entries): {info.value.errors[0]}; {info.value.errors[1]}"
+    )
+
+
+def test_a_merged_file_that_already_holds_the_extenders_is_kept_byte_for_byte():
+    first = plan([LOOPBACK], {USER_CONFIG_PATH: tas_extender_config("v1")})
+    assert first.file_created is False and first.file_after != tas_extender_config("v1")
+    again = plan([LOOPBACK], {USER_CONFIG_PATH: first.file_after}, manifest=first.manifest_after)
+    assert again.file_after == first.file_after and not again.file_changed and not again.changed
 
 
 # --- plan_absent and Plan ------------------------------------------------------------------------------
@@ -779,6 +795,26 @@ def test_an_earlier_record_without_digests_is_kept_unless_told_the_ca_changed():
     ]
     told = plan([extender], files, manifest=earlier, trust_changed=True)
     assert told.record["trust"] == first.record["trust"] and told.manifest_after != earlier
+    # a current record: nothing to change, nothing to warn about
+    current = plan([extender], files, manifest=first.manifest_after)
+    assert current.manifest_after == first.manifest_after and current.warnings == []
+
+
+def test_an_earlier_record_gets_the_digests_with_the_next_change_of_the_manifest():
+    ca = "/etc/kubernetes/pki/tas/ca.crt"
+    extender = dict(TAS_EXTENDER, tls=dict(TAS_EXTENDER["tls"], ca_file=ca))
+    files = {ca: "CA one\n"}
+    first = plan([extender], files, manifest=PLAIN_MANIFEST)
+    files[CONFIG_PATH] = first.file_after
+    old = {k: v for k, v in first.record.items() if k != "trust"}
+    earlier = first.manifest_after.replace(ms.encode_record(first.record), ms.encode_record(old))
+    moved = dict(extender, url_prefix="https://power.kube-system.svc:9443")
+    result = plan([moved], files, manifest=earlier)
+    assert result.warnings == []
+    assert result.record == dict(first.record, extenders=["https://power.kube-system.svc:9443"])
+    container = yaml.safe_load(result.manifest_after)["spec"]
+    assert container["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert container["containers"][0]["command"].count(f"--config={CONFIG_PATH}") == 1
 
 
 def test_plan_keeps_the_warnings_of_both_version_steps_and_says_what_it_chose():
