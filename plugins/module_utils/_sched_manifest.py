@@ -77,7 +77,7 @@ def check_pod(doc, path):
     named = [i for i, c in enumerate(containers) if c.get("name") == "kube-scheduler"]
     if len(named) == 1:
         return named[0]
-    if len(named) > 1:
+    if named:  # two or more: one was returned above
         where = ", ".join(f"spec.containers[{i}]" for i in named)
         raise ManifestError(
             f"{path} has {len(named)} containers named kube-scheduler ({where}); container names must be unique in "
