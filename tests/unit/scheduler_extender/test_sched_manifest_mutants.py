@@ -619,6 +619,25 @@ def test_an_invalid_merge_names_the_file_and_both_origins():
     )
 
 
+def test_a_users_policy_file_is_merged_and_written_as_json():
+    files = {POLICY_PATH: '{"kind": "Policy", "apiVersion": "v1", "extenders": []}\n'}
+    result = plan([LOOPBACK], files, manifest=PLAIN_MANIFEST, kubernetes_version="1.22.3", legacy_policy=True)
+    assert (result.mode, result.file_path, result.file_created) == ("policy", POLICY_PATH, False)
+    assert result.file_after == (
+        '{\n  "kind": "Policy",\n  "apiVersion": "v1",\n  "extenders": [\n    {\n'
+        '      "urlPrefix": "http://127.0.0.1:9001/scheduler",\n      "filterVerb": "filter",\n      "weight": 1,\n'
+        '      "enableHttps": false,\n      "ignorable": false\n    }\n  ]\n}\n'
+    )
+
+
+def test_a_new_configuration_names_a_kubeconfig_only_when_the_manifest_passes_one():
+    without = PLAIN_MANIFEST.replace("    - --kubeconfig=/etc/kubernetes/scheduler.conf\n", "")
+    assert without != PLAIN_MANIFEST
+    for manifest, client in ((PLAIN_MANIFEST, {"kubeconfig": "/etc/kubernetes/scheduler.conf"}), (without, None)):
+        doc = yaml.safe_load(plan([LOOPBACK], {}, manifest=manifest).file_after)
+        assert doc.get("clientConnection") == client
+
+
 def test_a_merged_file_that_already_holds_the_extenders_is_kept_byte_for_byte():
     first = plan([LOOPBACK], {USER_CONFIG_PATH: tas_extender_config("v1")})
     assert first.file_created is False and first.file_after != tas_extender_config("v1")
