@@ -17,8 +17,13 @@ def pod_security_labels(existing, namespace, level, component, reason, variable)
     elif not isinstance(existing, Mapping):
         raise AnsibleFilterError("pod_security_labels: the input must be the Namespace object or null")
     # the reason is prose for the messages: a missing one would read "None" there
-    arguments = (("namespace", namespace), ("level", level), ("component", component), ("reason", reason))
-    for name, value in arguments + (("variable", variable),):
+    for name, value in (
+        ("namespace", namespace),
+        ("level", level),
+        ("component", component),
+        ("reason", reason),
+        ("variable", variable),
+    ):
         if not isinstance(value, str) or not value:
             raise AnsibleFilterError(f"pod_security_labels: {name} must be a non-empty string")
     return _labels(namespace, existing, level, component, reason, variable)

@@ -340,10 +340,10 @@ def present_ops(base, cindex, mode, file_path, flag_present, tls_dirs, need_clus
         if metadata.get("annotations") is not None:
             raise ManifestError("metadata.annotations of the manifest is not a mapping")
         record["created_keys"].append("annotations")
-        record["created_keys"] = sorted(set(record["created_keys"]))
+        record["created_keys"].sort()  # each key is recorded once
         ops.append(KeySet(["metadata"], "annotations", {ANNOTATION: encode_record(record)}))
     else:
-        record["created_keys"] = sorted(set(record["created_keys"]))
+        record["created_keys"].sort()
         ops.append(KeySet(["metadata", "annotations"], ANNOTATION, encode_record(record)))
     return ops, record
 
