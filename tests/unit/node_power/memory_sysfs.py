@@ -12,7 +12,19 @@ rules are the kernel model's (``lab/fake_kernel.py``), which the module tests us
 
 from __future__ import annotations
 
+import errno
+
 CPU = "devices/system/cpu"
+
+
+def eacces():
+    """The error a write to a read-only attribute raises (as the kernel reports it)."""
+    return PermissionError(errno.EACCES, "Permission denied")
+
+
+def eio():
+    """The error a failing device attribute raises."""
+    return OSError(errno.EIO, "Input/output error")
 
 
 class MemorySysfs:

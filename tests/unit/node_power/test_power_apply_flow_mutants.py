@@ -12,7 +12,6 @@ write rolls back, that check mode changes nothing, and the exact messages and re
 
 from __future__ import annotations
 
-import errno
 import os
 
 import pytest
@@ -21,7 +20,7 @@ from ansible_collections.poweraware.k8s.plugins.module_utils._cpu_topology impor
 from ansible_collections.poweraware.k8s.plugins.module_utils._cpufreq_plan import Request, plan_present
 from ansible_collections.poweraware.k8s.plugins.module_utils._power_journal import StateStore
 from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import ApplyError, ValidationError
-from memory_sysfs import MemorySysfs, machine
+from memory_sysfs import MemorySysfs, eacces, eio, machine
 
 CPU = "devices/system/cpu"
 P0 = f"{CPU}/cpufreq/policy0"
@@ -29,14 +28,6 @@ P2 = f"{CPU}/cpufreq/policy2"
 MIN, MAX, GOV, EPP = "scaling_min_freq", "scaling_max_freq", "scaling_governor", "energy_performance_preference"
 UNC = f"{CPU}/intel_uncore_frequency/package_00_die_00"
 HEADER = " cpu policy      min_mhz  max_mhz governor     epp"
-
-
-def eacces():
-    return PermissionError(errno.EACCES, "Permission denied")
-
-
-def eio():
-    return OSError(errno.EIO, "Input/output error")
 
 
 class Sysfs(MemorySysfs):

@@ -18,7 +18,7 @@ import pytest
 from ansible_collections.poweraware.k8s.plugins.module_utils import _power_apply as pa
 from ansible_collections.poweraware.k8s.plugins.module_utils._power_journal import StateStore
 from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import ApplyError
-from memory_sysfs import MemorySysfs
+from memory_sysfs import MemorySysfs, eacces, eio
 
 LIMIT = "class/powercap/intel-rapl:0/constraint_0_power_limit_uw"
 WINDOW = "class/powercap/intel-rapl:0/constraint_0_time_window_us"
@@ -32,14 +32,6 @@ def Acc(files=None, write_errors=None, read_errors=None, clamp=None):  # noqa: N
 
 def step(path, target, current=None, label=None, **extra):
     return {"control": "test", "path": path, "target": target, "current": current, "label": label or path, **extra}
-
-
-def eacces():
-    return PermissionError(errno.EACCES, "Permission denied")
-
-
-def eio():
-    return OSError(errno.EIO, "Input/output error")
 
 
 # --- compare_mode, step_equal --------------------------------------------------------------------

@@ -800,15 +800,22 @@ def test_a_leftover_that_is_no_longer_yaml_is_named():
         plan([LOOPBACK], {CONFIG_PATH: ms.CONFIG_HEADER + "kind: ["}, manifest=PLAIN_MANIFEST)
 
 
-def test_an_earlier_record_without_digests_is_kept_unless_told_the_ca_changed():
+def earlier_record(manifest=PLAIN_MANIFEST, path=CONFIG_PATH, files=None):
+    """A run with a CA file, then its manifest as versions before the CA digests wrote the record:
+    ``(extender, files, first plan, that manifest)``."""
     ca = "/etc/kubernetes/pki/tas/ca.crt"
     extender = dict(TAS_EXTENDER, tls=dict(TAS_EXTENDER["tls"], ca_file=ca))
-    files = {ca: "CA one\n"}
-    first = plan([extender], files, manifest=PLAIN_MANIFEST)
-    files[CONFIG_PATH] = first.file_after
+    files = {ca: "CA one\n", **(files or {})}
+    first = plan([extender], files, manifest=manifest)
+    files[path] = first.file_after
     old = {k: v for k, v in first.record.items() if k != "trust"}
     earlier = first.manifest_after.replace(ms.encode_record(first.record), ms.encode_record(old))
     assert earlier != first.manifest_after
+    return extender, files, first, earlier
+
+
+def test_an_earlier_record_without_digests_is_kept_unless_told_the_ca_changed():
+    extender, files, first, earlier = earlier_record()
     kept = plan([extender], files, manifest=earlier)  # trust_changed defaults to False
     assert kept.manifest_after == earlier and "trust" not in kept.record
     assert kept.warnings == [
@@ -825,15 +832,10 @@ def test_an_earlier_record_without_digests_is_kept_unless_told_the_ca_changed():
 
 @pytest.mark.parametrize("manifest", ["plain", "merge"])
 def test_an_earlier_record_gets_the_digests_with_the_next_change_of_the_manifest(manifest):
-    ca = "/etc/kubernetes/pki/tas/ca.crt"
-    extender = dict(TAS_EXTENDER, tls=dict(TAS_EXTENDER["tls"], ca_file=ca))
     # merge: the user's --config stays the only one
-    path, manifest = (CONFIG_PATH, PLAIN_MANIFEST) if manifest == "plain" else (USER_CONFIG_PATH, MERGE_MANIFEST)
-    files = {ca: "CA one\n", **({} if path == CONFIG_PATH else user_files("v1"))}
-    first = plan([extender], files, manifest=manifest)
-    files[path] = first.file_after
-    old = {k: v for k, v in first.record.items() if k != "trust"}
-    earlier = first.manifest_after.replace(ms.encode_record(first.record), ms.encode_record(old))
+    extender, files, first, earlier = (
+        earlier_record() if manifest == "plain" else earlier_record(MERGE_MANIFEST, USER_CONFIG_PATH, user_files("v1"))
+    )
     moved = dict(extender, url_prefix="https://power.kube-system.svc:9443")
     result = plan([moved], files, manifest=earlier)
     assert result.warnings == []
