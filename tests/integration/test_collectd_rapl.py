@@ -3,9 +3,10 @@
 collectd runs in the foreground (``collectd -f -C <config>``) with the role's own collectd.conf
 template (roles/collectd/templates/collectd.conf.j2, test paths filled in): the python plugin
 imports roles/collectd/files/rapl_power.py (the file the role ships) and write_prometheus listens
-on a loopback port. A fake powercap tree stands in for /sys/class/powercap; a writer thread advances the energy
-counters at a known power, wrapping one of them every few seconds, and replaces each counter file
-atomically (as the kernel presents a consistent value). The test scrapes /metrics and checks:
+on a loopback port. A powercap tree served by the lab's kernel model through FUSE stands in for
+/sys/devices/virtual/powercap/intel-rapl: each counter shows, at the instant it is read, the energy
+of a known power since the start, wrapping one of them every few seconds, as the kernel computes
+it from the energy-status MSR. The test scrapes /metrics and checks:
 no power on the first read (baseline), the right power, the right power across wraps, psys and
 duplicates absent, and the log line for an unreadable energy_uj.
 
@@ -26,7 +27,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 
@@ -35,6 +35,9 @@ import pytest
 import yaml
 from ansible.plugins.filter.core import to_bool
 from poweraware_testing import stop_process
+
+from lab import fake_kernel
+from lab.nodes import unmount
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 PLUGIN = REPO_ROOT / "roles" / "collectd" / "files" / "rapl_power.py"
@@ -71,71 +74,89 @@ OTHER_UID = 65533  # owns the unreadable counter: neither root nor collectd
 def _normal_priority(tid: int = 0) -> None:
     """Run a thread (0: the calling process) at nice 0 whatever the harness's niceness.
 
-    The power check compares collectd's deltas with counters a thread advances from the clock: a
-    counter the writer updates late, or a read collectd timestamps late, shifts energy between
-    reads. Hardware counters never lag, so the fake's writer, the reader and collectd keep the
-    default priority (``make integration`` runs the rest of the standalone group at nice 19). That
-    makes such stalls rarer, not impossible (CI saw one at nice 0 too): the test's power check
+    ``make integration`` runs the rest of the standalone group at nice 19; the kernel model, the
+    reader and collectd keep the default priority, as they would on a node. A stall can still delay
+    a read after collectd has taken its clock (CI is a loaded machine): the test's power check
     judges the energy, which a stall does not change.
     """
     os.setpriority(os.PRIO_PROCESS, tid, 0)  # lowering niceness needs root, which this module requires
 
 
-def _write_atomic(path: pathlib.Path, text: str, mode: int = 0o444) -> None:
-    tmp = path.with_name(f".{path.name}.new")
-    tmp.write_text(text)
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
+def _put(path: pathlib.Path, text: str, mode: int = 0o444) -> None:
+    path.write_text(text)
+    os.chmod(path, mode)
 
 
 class FakePowercap:
-    """A powercap tree whose counters advance at each zone's true power and wrap at its range."""
+    """A powercap tree served through FUSE by the lab's kernel model (lab/components/node_kernel.py).
 
-    def __init__(self, root: pathlib.Path):
-        self.root = root
-        self.start = time.monotonic()
-        self.wraps: dict[str, int] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        for zone, (name, tdp, max_range, _power, readable) in ZONES.items():
-            d = root / zone
+    The zones' files are in ``<work>/sys/powercap``; the kernel model mounts that tree at
+    ``<work>/kernel``, and collectd and the energy reader read ``<work>/kernel/powercap``. Each
+    readable counter is published once as a power meter's record (lab/fake_kernel.py
+    ``publish_meter``): a read shows the energy up to the instant of that read, wrapping at
+    ``max_energy_range_uj`` as the kernel's counter does. Nothing rewrites a file on a clock, so a
+    loaded machine cannot make a counter lag (hardware counters do not), and the modes and owners
+    (a root-only ``energy_uj``, one owned by another user) are enforced by the kernel
+    (``default_permissions``), as sysfs enforces them.
+    """
+
+    def __init__(self, work: pathlib.Path):
+        self.backing = work / "sys"
+        self.mount = work / "kernel"
+        self.root = self.mount / "powercap"  # collectd's SysfsRoot
+        self.log_path = work / "kernel.log"
+        self._kernel: subprocess.Popen | None = None
+        cpu = self.backing / "devices" / "system" / "cpu"  # the model reads which CPUs exist
+        cpu.mkdir(parents=True)
+        _put(cpu / "present", "0\n")
+        _put(cpu / "online", "0\n")
+        self.meter: dict[str, dict] = {}
+        for zone, (name, tdp, max_range, power, readable) in ZONES.items():
+            d = self.backing / "powercap" / zone
             d.mkdir(parents=True)
-            _write_atomic(d / "name", name + "\n")
-            _write_atomic(d / "constraint_0_max_power_uw", f"{int(tdp * 1e6)}\n")
-            _write_atomic(d / "constraint_0_name", "long_term\n")
-            _write_atomic(d / "max_energy_range_uj", f"{max_range}\n")
+            _put(d / "name", name + "\n")
+            _put(d / "constraint_0_max_power_uw", f"{int(tdp * 1e6)}\n")
+            _put(d / "constraint_0_name", "long_term\n")
+            _put(d / "max_energy_range_uj", f"{max_range}\n")
             # start near the top of the range so the first wrap comes early
-            _write_atomic(d / "energy_uj", f"{max_range - 30_000_000}\n", 0o400)
-            if not readable:
+            start = max_range - 30_000_000
+            _put(d / "energy_uj", f"{start}\n", 0o400)
+            if readable:
+                self.meter[f"powercap/{zone}"] = {"uj": start, "uw": round(power * 1e6), "max": max_range}
+            else:
                 os.chown(d / "energy_uj", OTHER_UID, OTHER_UID)
-        self.update()
+        self.start = time.monotonic()
+        fake_kernel.publish_meter(self.backing, self.start, self.meter)
 
-    def energy(self, zone: str, at: float) -> tuple[int, int]:
-        _name, _tdp, max_range, power, _readable = ZONES[zone]
-        total = max_range - 30_000_000 + int(power * 1e6 * (at - self.start))
-        return total % max_range, total // max_range
-
-    def update(self) -> None:
-        now = time.monotonic()
-        for zone, spec in ZONES.items():
-            if not spec[4]:
-                continue
-            value, wraps = self.energy(zone, now)
-            self.wraps[zone] = wraps
-            _write_atomic(self.root / zone / "energy_uj", f"{value}\n", 0o400)
-
-    def _run(self) -> None:
-        _normal_priority(threading.get_native_id())
-        while not self._stop.wait(0.005):
-            self.update()
+    def wraps(self, zone: str) -> int:
+        """How often ``zone``'s counter has wrapped by now."""
+        record = self.meter[f"powercap/{zone}"]
+        total = record["uj"] + round(record["uw"] * (time.monotonic() - self.start))
+        return total // (record["max"] + 1)
 
     def __enter__(self):
-        self._thread.start()
+        argv = [sys.executable, "-m", "lab.components.node_kernel", str(self.backing), str(self.mount)]
+        with open(self.log_path, "w") as log:
+            self._kernel = subprocess.Popen(  # noqa: PLW1509 - setpriority only
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=REPO_ROOT,
+                env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+                preexec_fn=_normal_priority,
+            )
+        deadline = time.monotonic() + 15
+        while not os.path.ismount(self.mount):
+            if self._kernel.poll() is not None or time.monotonic() > deadline:
+                self.__exit__()
+                pytest.fail(f"the kernel model did not mount at {self.mount}:\n{self.log_path.read_text()}")
+            time.sleep(0.05)
         return self
 
     def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
+        if self._kernel is not None:
+            stop_process(self._kernel, timeout=10)  # libfuse unmounts on SIGTERM
+        unmount(self.mount)  # a kernel that had to be killed leaves its mount behind
 
 
 def _free_port() -> int:
@@ -191,7 +212,7 @@ def collectd_run():
     work = pathlib.Path(tempfile.mkdtemp(prefix="rapl-collectd-"))
     os.chmod(work, 0o755)  # noqa: S103 - read-only for others, the tree holds no secrets
     try:
-        tree = FakePowercap(work / "powercap")
+        tree = FakePowercap(work)
         plugin_dir = work / "plugins"
         plugin_dir.mkdir()
         shutil.copy(PLUGIN, plugin_dir / "rapl_power.py")
@@ -265,14 +286,14 @@ def test_rapl_plugin_in_real_collectd(collectd_run):
     assert ("package-1", "package") not in first, f"power reported on the first (baseline) read: {first}"
 
     # 2. Power over ~9 s of reads, covering several wraps of package-1's counter (every 2.4 s).
-    wraps_before = tree.wraps["intel-rapl:0"]
+    wraps_before = tree.wraps("intel-rapl:0")
     seen: dict[tuple[str, str], dict[int, float]] = {}
     end = time.monotonic() + 9 * INTERVAL
     while time.monotonic() < end:
         for key, (value, ts) in scrape(port).items():
             seen.setdefault(key, {})[ts or 0] = value
         time.sleep(0.1)
-    wraps_after = tree.wraps["intel-rapl:0"]
+    wraps_after = tree.wraps("intel-rapl:0")
     log = log_path.read_text()
     # evidence, shown with pytest -s
     print(f"first scrape: {first}")
@@ -290,10 +311,11 @@ def test_rapl_plugin_in_real_collectd(collectd_run):
     assert set(seen[("package-1", "tdp")].values()) == {150.0}
     assert set(seen[("package-2", "tdp")].values()) == {100.0}
 
-    # Power, including the reads across a wrap. The fake counter is a file a thread rewrites every
-    # 5 ms; on a loaded machine that thread (or collectd) can be held up for tens of milliseconds, and
-    # the energy of that delay then shows in a later read instead (seen in CI: 77.1, 77.7 then
-    # 85.5 W for 80 W; 75.7 then 84.6 W). Energy is conserved: the displaced energy, the running sum
+    # Power, including the reads across a wrap. The counter is exact at the instant of its read, but
+    # on a loaded machine collectd can be held up between its read and its clock (the read goes
+    # through the energy reader's socket), and the energy of that delay then shows in a later read
+    # instead. (With counters a thread rewrote every 5 ms, CI saw 71.8, 90.5 then 66.9 W for 80 W.)
+    # Energy is conserved: the displaced energy, the running sum
     # of (read - true) x interval, stays within 100 ms of the zone's power, whereas a systematic error
     # of 2 % accumulates past it within the window. The median read is within 1 %, and no read is off
     # by more than 10 % (a missed wrap is 120 W for package-1, a wrong unit a factor of 10^6).
