@@ -178,7 +178,8 @@ def _check_names(idle, cpus, disable, enable, problems):
     known = {}
     for cpu in cpus:  # every CPU here has a cpuidle listing: plan_cstates refused the missing ones
         for st in idle["cpus"][cpu]:
-            known.setdefault(st["name"], st["index"])
+            if st["name"] is not None:  # a state whose name cannot be read cannot be named in a profile
+                known.setdefault(st["name"], st["index"])
     listing = " ".join(sorted(known, key=lambda n: (known[n], n)))
     for key, names in (("disable", disable), ("enable", enable)):
         for name in names:
@@ -230,7 +231,7 @@ def plan_cstates(acc, idle, online, spec):
                     "control": CONTROL,
                     "path": f"{st['path']}/disable",
                     "cpu": cpu,
-                    "label": f"cpu{cpu} {st['state']} ({st['name']}) disable",
+                    "label": f"cpu{cpu} {st['state']} ({st['name'] or 'name unreadable'}) disable",
                     "current": st["disable"],
                     "target": want,
                     "compare": "exact",

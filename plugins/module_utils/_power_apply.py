@@ -39,7 +39,7 @@ from ansible_collections.poweraware.k8s.plugins.module_utils._cpufreq_plan impor
     plan_present,
     resolve_cpus,
 )
-from ansible_collections.poweraware.k8s.plugins.module_utils._cpulist import CpuListError, format_cpulist, parse_cpulist
+from ansible_collections.poweraware.k8s.plugins.module_utils._cpulist import format_cpulist, parse_cpulist
 from ansible_collections.poweraware.k8s.plugins.module_utils._cstates import cpuidle_facts, plan_cstates, read_cpuidle
 from ansible_collections.poweraware.k8s.plugins.module_utils._power_journal import DEFAULT_STATE_FILE, StateStore
 from ansible_collections.poweraware.k8s.plugins.module_utils._power_zones import find_power_source
@@ -523,10 +523,7 @@ def restore_controls(acc, cpus=None, state_file=DEFAULT_STATE_FILE, check_mode=F
     """state=absent: restore every recorded original (P-states and the other controls), then forget them."""
     topo = Topology(acc)
     store = StateStore(state_file)
-    try:
-        plan = plan_absent(topo, store, cpus, tolerance_mhz)
-    except CpuListError as exc:
-        raise ValidationError(str(exc)) from exc
+    plan = plan_absent(topo, store, cpus, tolerance_mhz)
     steps, missing = plan_attribute_restore(acc, store, cpus)
     changed, results = execute(acc, topo, plan, store=None, check_mode=check_mode)
     todo = [s for s in steps if not step_equal(s, s["current"])]

@@ -17,12 +17,36 @@ import copy
 import json
 import os
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._cpulist import format_cpulist
+from ansible_collections.poweraware.k8s.plugins.module_utils._cpulist import CpuListError, format_cpulist, parse_cpulist
 from ansible_collections.poweraware.k8s.plugins.module_utils._node_files import atomic_write
 from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import PowerError
 
 DEFAULT_STATE_FILE = "/var/lib/poweraware/cpu_power_state.json"
 STATE_VERSION = 1
+
+
+def _policy_problems(policies):
+    """What is wrong with the ``policies`` of a loaded state file (every problem, [] when none)."""
+    if not isinstance(policies, dict):
+        return [f"policies is {type(policies).__name__}, not a mapping of policy name to its originals"]
+    problems = []
+    for name, entry in sorted(policies.items()):
+        if not isinstance(entry, dict):
+            problems.append(f"policy {name} is {type(entry).__name__}, not a mapping")
+            continue
+        cpus = entry.get("cpus")
+        if not isinstance(cpus, str):
+            problems.append(
+                f"policy {name}: cpus is {cpus!r}, not a CPU list such as '0-3' (the form this module writes)"
+            )
+        else:
+            try:
+                parse_cpulist(cpus)
+            except CpuListError as exc:
+                problems.append(f"policy {name}: cpus: {exc}")
+        if not isinstance(entry.get("original"), dict):
+            problems.append(f"policy {name}: original is not a mapping of attribute to value")
+    return problems
 
 
 class StateStore:
@@ -44,8 +68,15 @@ class StateStore:
                 ) from exc
             if not isinstance(loaded, dict) or loaded.get("version") != STATE_VERSION:
                 raise PowerError(f"state file {path} has an unknown format (expected version {STATE_VERSION})")
+            loaded.setdefault("policies", {})
+            problems = _policy_problems(loaded["policies"])
+            if problems:
+                # refused on load, before any plan reads a policy's CPUs: nothing is written
+                raise PowerError(
+                    f"state file {path} is damaged: {'; '.join(problems)}; it holds the original CPU settings: "
+                    "repair it or move it away (originals then become the current values)"
+                )
             self.data = loaded
-            self.data.setdefault("policies", {})
         self.saved = copy.deepcopy(self.data)
 
     @property

@@ -226,3 +226,27 @@ def test_corrupt_state_file_refused(make_node):
     with pytest.raises(cf.PowerError, match="holds the original CPU settings: repair it or move it away"):
         cf.apply_profile(node.kernel, cf.Request(cpus="0", epp="power"), state_file=str(node.state_file))
     assert node.digest() == before
+
+
+def test_damaged_state_file_entry_refused(make_node):
+    """Row 27: an entry whose CPUs are not a CPU list is refused on load, by a restore and an apply alike."""
+    node = make_node("intel_pstate_active")
+    node.state_file.parent.mkdir(parents=True)
+    node.state_file.write_text(
+        '{"version": 1, "policies": {"policy0": {"path": "devices/system/cpu/cpufreq/policy0", "cpus": "0-x", '
+        '"original": {"energy_performance_preference": "balance_performance"}, '
+        '"order": ["energy_performance_preference"]}}}'
+    )
+    before = node.digest()
+    for run in (
+        lambda: cf.restore_profile(node.kernel, state_file=str(node.state_file)),
+        lambda: cf.apply_profile(node.kernel, cf.Request(cpus="0", epp="power"), state_file=str(node.state_file)),
+    ):
+        with pytest.raises(cf.PowerError) as exc:
+            run()
+        assert str(exc.value) == (
+            f"state file {node.state_file} is damaged: policy policy0: cpus: invalid CPU list '0-x': 'x' is not a "
+            "CPU number (expected a form like '0-3,8,10-11'); it holds the original CPU settings: repair it or "
+            "move it away (originals then become the current values)"
+        )
+    assert node.digest() == before

@@ -120,6 +120,24 @@ def test_unknown_names_and_state0_in_disable_are_refused():
     ]
 
 
+def test_a_state_whose_name_cannot_be_read_is_left_to_the_latency_limit():
+    """A state without a readable ``name`` cannot be named in a profile: it is not in the listing,
+    the names of the others still work, and only the latency limit reaches it."""
+    info = idle(cpus=(0,))
+    info["cpus"][0][2]["name"] = None
+    assert plan({"enable": ["C1E"]}, info, online=[0])["problems"] == [
+        "cstates.enable names C1E, which no managed CPU has (driver intel_idle; states: POLL C1 C6); "
+        "use one of those names"
+    ]
+    assert plan({"disable": ["C6"]}, info, online=[0])["writes"] == [write(0, 3, "C6", "0", "1")]
+    unnamed = {**write(0, 2, "C1E", "0", "1"), "label": "cpu0 state2 (name unreadable) disable"}
+    assert plan({"max_latency_us": 5}, info, online=[0])["writes"] == [
+        write(0, 1, "C1", "0", "0"),
+        unnamed,
+        write(0, 3, "C6", "0", "1"),
+    ]
+
+
 def test_an_online_cpu_without_cpuidle_is_refused():
     result = plan({"max_latency_us": 5}, idle(cpus=(0,), missing=(3, 4)), online=[0, 3, 4])
     assert result["writes"] == []

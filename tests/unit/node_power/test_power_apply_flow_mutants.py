@@ -19,7 +19,7 @@ from ansible_collections.poweraware.k8s.plugins.module_utils import _power_apply
 from ansible_collections.poweraware.k8s.plugins.module_utils._cpu_topology import Topology
 from ansible_collections.poweraware.k8s.plugins.module_utils._cpufreq_plan import Request, plan_present
 from ansible_collections.poweraware.k8s.plugins.module_utils._power_journal import StateStore
-from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import ApplyError, ValidationError
+from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import ApplyError, PowerError, ValidationError
 from memory_sysfs import MemorySysfs, eacces, eio, machine
 
 CPU = "devices/system/cpu"
@@ -1084,9 +1084,14 @@ def test_restore_controls_state_file_with_a_bad_cpu_list(tmp_path):
             '"original": {"scaling_max_freq": "3900000"}, "order": ["scaling_max_freq"]}}}'
         )
     acc = node()
-    with pytest.raises(ValidationError) as info:
-        pa.restore_controls(acc, state_file=path)
-    assert str(info.value) == "invalid CPU list '0-x': 'x' is not a CPU number (expected a form like '0-3,8,10-11')"
+    for restore in (pa.restore_controls, pa.restore_profile):
+        with pytest.raises(PowerError) as info:
+            restore(acc, state_file=path)
+        assert str(info.value) == (
+            f"state file {path} is damaged: policy policy0: cpus: invalid CPU list '0-x': 'x' is not a CPU number "
+            "(expected a form like '0-3,8,10-11'); it holds the original CPU settings: repair it or move it away "
+            "(originals then become the current values)"
+        )
     assert acc.writes == []
 
 

@@ -172,6 +172,48 @@ def test_an_unreadable_file_says_what_it_holds_and_what_to_do(tmp_path):
     )
 
 
+DAMAGE = "; it holds the original CPU settings: repair it or move it away (originals then become the current values)"
+
+
+def test_a_damaged_policy_entry_is_refused_on_load_with_every_problem(tmp_path):
+    """A policy's CPUs are read by every restore: a damaged entry is refused when the file is loaded,
+    naming each entry and what is wrong with it, instead of a bare CPU-list error during a plan."""
+    path = tmp_path / "state.json"
+    good = {"path": "devices/system/cpu/cpufreq/policy0", "cpus": "0-1", "original": {}, "order": []}
+    path.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "policies": {
+                    "policy0": good,
+                    "policy2": {**good, "cpus": "2-x"},
+                    "policy4": {**good, "cpus": 4, "original": ["scaling_max_freq"]},
+                    "policy6": "gone",
+                    "policy8": {"original": {}},
+                },
+            }
+        )
+    )
+    with pytest.raises(PowerError) as err:
+        StateStore(str(path))
+    assert str(err.value) == (
+        f"state file {path} is damaged: "
+        "policy policy2: cpus: invalid CPU list '2-x': 'x' is not a CPU number (expected a form like '0-3,8,10-11'); "
+        "policy policy4: cpus is 4, not a CPU list such as '0-3' (the form this module writes); "
+        "policy policy4: original is not a mapping of attribute to value; "
+        "policy policy6 is str, not a mapping; "
+        "policy policy8: cpus is None, not a CPU list such as '0-3' (the form this module writes)" + DAMAGE
+    )
+    path.write_text('{"version": 1, "policies": ["policy0"]}')
+    with pytest.raises(PowerError) as err:
+        StateStore(str(path))
+    assert str(err.value) == (
+        f"state file {path} is damaged: policies is list, not a mapping of policy name to its originals" + DAMAGE
+    )
+    path.write_text(json.dumps({"version": 1, "policies": {"policy0": good}}))
+    assert StateStore(str(path)).policies == {"policy0": good}
+
+
 def test_restore_saved_puts_a_snapshot_back_and_writes_it(tmp_path):
     path = tmp_path / "state.json"
     store = StateStore(str(path))
