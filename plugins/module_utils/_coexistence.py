@@ -256,7 +256,9 @@ def _our_urls(manifest_text):
     except ValueError:
         record = {}
     urls = record.get("extenders") if isinstance(record, dict) else None
-    return {_norm_url(u) for u in urls or [] if isinstance(u, str)}
+    if not isinstance(urls, list):  # a damaged record names none of ours (a string is not read letter by letter)
+        return set()
+    return {_norm_url(u) for u in urls if isinstance(u, str)}
 
 
 def _norm_url(url):

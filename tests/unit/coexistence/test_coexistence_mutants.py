@@ -248,6 +248,15 @@ def test_an_unreadable_record_claims_no_extender(raw):
     assert decision["action"] == "fail" and decision["kept"] == [HIT_TAS]
 
 
+def test_a_record_whose_extenders_is_a_string_claims_no_extender():
+    """A damaged record (``extenders`` a string) is not read letter by letter: an entry whose urlPrefix
+    is one of its letters is still someone else's."""
+    config = "extenders:\n  - urlPrefix: h\n    managedResources: [{name: telemetry/scheduling}]\n"
+    decision = c.extender_coexistence("fail", record_manifest('{"extenders": "https"}'), config, CONFIG, [OUR_TAS])
+    assert decision["action"] == "fail"
+    assert decision["kept"] == [f"extenders[0] (urlPrefix h) in {CONFIG} manages telemetry/scheduling"]
+
+
 def test_an_entry_without_url_is_ours_when_the_record_lists_the_empty_url():
     """The rule: an entry is ours when its urlPrefix (absent: empty) is in the manifest's record."""
     config = "extenders:\n  - managedResources: [{name: telemetry/scheduling}]\n"
