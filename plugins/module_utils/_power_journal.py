@@ -23,6 +23,8 @@ from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import Power
 
 DEFAULT_STATE_FILE = "/var/lib/poweraware/cpu_power_state.json"
 STATE_VERSION = 1
+# how a state file that cannot be used is to be handled, said by every refusal of one
+REPAIR = "it holds the original CPU settings: repair it or move it away (originals then become the current values)"
 
 
 def _policy_problems(policies):
@@ -62,20 +64,14 @@ class StateStore:
                 with open(path) as handle:
                     loaded = json.load(handle)
             except (OSError, ValueError) as exc:
-                raise PowerError(
-                    f"state file {path} cannot be read ({exc}); it holds the original CPU settings: "
-                    "repair it or move it away (originals then become the current values)"
-                ) from exc
+                raise PowerError(f"state file {path} cannot be read ({exc}); {REPAIR}") from exc
             if not isinstance(loaded, dict) or loaded.get("version") != STATE_VERSION:
                 raise PowerError(f"state file {path} has an unknown format (expected version {STATE_VERSION})")
             loaded.setdefault("policies", {})
             problems = _policy_problems(loaded["policies"])
             if problems:
                 # refused on load, before any plan reads a policy's CPUs: nothing is written
-                raise PowerError(
-                    f"state file {path} is damaged: {'; '.join(problems)}; it holds the original CPU settings: "
-                    "repair it or move it away (originals then become the current values)"
-                )
+                raise PowerError(f"state file {path} is damaged: {'; '.join(problems)}; {REPAIR}")
             self.data = loaded
         self.saved = copy.deepcopy(self.data)
 

@@ -75,9 +75,9 @@ def _normal_priority(tid: int = 0) -> None:
     """Run a thread (0: the calling process) at nice 0 whatever the harness's niceness.
 
     ``make integration`` runs the rest of the standalone group at nice 19; the kernel model, the
-    reader and collectd keep the default priority, as they would on a node. A stall can still delay
-    a read after collectd has taken its clock (CI is a loaded machine): the test's power check
-    judges the energy, which a stall does not change.
+    reader and collectd keep the default priority, as they would on a node. A stall between
+    collectd's read and its clock can still shift energy between reads (CI is a loaded machine): the
+    test's power check judges the energy, which a stall does not change.
     """
     os.setpriority(os.PRIO_PROCESS, tid, 0)  # lowering niceness needs root, which this module requires
 
