@@ -1,6 +1,6 @@
 """The kube_scheduler_extender configurations the integration tests load in REAL kube-schedulers, and how
-they are computed: shared by test_scheduler_config_load.py (v1, in a scheduler that reaches the lab's
-API server) and test_scheduler_config_versions.py (every served version, one release each, no lab).
+they are computed, for test_scheduler_config_versions.py (every served version, one release each, the
+lab's own kube-scheduler for v1; no lab).
 
 A configuration is computed exactly as the module computes it (``plan_present`` on the case's
 manifest and node files, the extenders normalized as the module does); TLS files are real PEM files,

@@ -772,23 +772,6 @@ def test_a_rotated_tas_ca_restarts_kube_scheduler_and_pods_still_go_through_tas(
           f"pods placed on {placed}, none failed to schedule")  # fmt: skip
 
 
-def test_bad_policy_rejected_before_apply(site, api, lab):
-    from kubernetes.client.rest import ApiException
-
-    result = run_site(
-        lab,
-        tags=["tas_policy"],
-        extra_vars={"tas_policy_name": "site-bad-policy", "tas_policy_metric": "node_package_power_avg"},
-    )
-    assert result.rc != 0 and result.failed == 1, result
-    assert "serves it as 'package_power_avg'" in result.stdout, result
-    with pytest.raises(ApiException) as err:
-        api["custom"].get_namespaced_custom_object(
-            "telemetry.intel.com", "v1alpha1", "default", "taspolicies", "site-bad-policy"
-        )
-    assert err.value.status == 404
-
-
 def test_components_can_be_switched_off(site, lab):
     """With every switch off, site.yml runs no task at all (nothing changed, nothing failed)."""
     off = {
