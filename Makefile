@@ -17,7 +17,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 PYTEST_ARGS ?=
 
-.PHONY: help venv collection system-deps test lint sanity unit integration bench live-bench clean
+.PHONY: help venv collection system-deps test lint sanity unit integration bench live-bench scale-bench clean
 
 help:
 	@echo "make lab        start the local lab cluster (builds binaries once, cached)"
@@ -25,6 +25,7 @@ help:
 	@echo "make test       run lint, sanity, unit and integration tests (what CI runs)"
 	@echo "make lint | sanity | unit | integration | bench"
 	@echo "make live-bench the live placement replay on a lab of 8 workers (about an hour; docs/placement-benchmark.md)"
+	@echo "make scale-bench site.yml's cost per node and per object on labs of 4 to 32 hosts (docs/site.md)"
 
 # --- set-up -------------------------------------------------------------------------------
 $(BIN)/python:
@@ -84,7 +85,7 @@ test: venv system-deps
 
 # The offline benchmarks; the live replay needs a lab of its own shape (live-bench).
 bench: venv
-	@for b in $(sort $(filter-out benchmarks/live_placement.py,$(wildcard benchmarks/[a-z]*.py))); do \
+	@for b in $(sort $(filter-out benchmarks/live_placement.py benchmarks/site_scale.py,$(wildcard benchmarks/[a-z]*.py))); do \
 	  echo "== $$b"; $(BIN)/python $$b --data "$(SHARED_DATA)"; done
 
 # A lab of eight workers of four server models (the running lab is replaced), site.yml, the replay.
@@ -92,6 +93,11 @@ live-bench: venv
 	$(BIN)/python -m lab down
 	$(BIN)/python -m lab up --workers 8 --server-types 4
 	$(BIN)/python benchmarks/live_placement.py --data "$(SHARED_DATA)" --prepare
+
+# What site.yml costs per node and per object, on labs of 3, 7, 15 and 31 workers (the running lab is
+# replaced; about 25 minutes; docs/site.md, "Cost by cluster size").
+scale-bench: venv system-deps
+	$(BIN)/python benchmarks/site_scale.py --data "$(SHARED_DATA)"
 
 clean:
 	rm -rf .cache/sanity tests/output .pytest_cache .ruff_cache

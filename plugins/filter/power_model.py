@@ -1,7 +1,7 @@
 # Copyright: poweraware.k8s contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The poweraware.k8s.power_model, power_model_fits and power_model_promql filters; documentation in
-power_model.yml, power_model_fits.yml and power_model_promql.yml beside this file."""
+"""The poweraware.k8s.power_model, power_model_fits, power_model_promql and power_model_annotations
+filters; documentation in the .yml file of each beside this file."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import
     PowerModelError,
     fit_model,
     fit_nodes,
+    node_annotation_objects,
     power_jump_promql,
 )
 from ansible_collections.poweraware.k8s.plugins.module_utils._quantity import QuantityError
@@ -47,6 +48,14 @@ def power_model_promql(model, util_series, reference_cpu, capacity_cpu, node=Non
         raise AnsibleFilterError(str(err)) from err
 
 
+def power_model_annotations(results, prefix):
+    """The Node objects that publish ``power_model_fits`` results (see ``node_annotation_objects``)."""
+    try:
+        return node_annotation_objects(results, prefix)
+    except PowerModelError as err:
+        raise AnsibleFilterError(str(err)) from err
+
+
 class FilterModule:
     """Power model fitting, judging and publishing."""
 
@@ -55,4 +64,5 @@ class FilterModule:
             "power_model": power_model,
             "power_model_fits": power_model_fits,
             "power_model_promql": power_model_promql,
+            "power_model_annotations": power_model_annotations,
         }

@@ -27,6 +27,7 @@ outlying samples do not drag the curve, and every fitted model is non-decreasing
 from __future__ import annotations
 
 import bisect
+import json
 import math
 import operator
 
@@ -623,6 +624,37 @@ def judge_fit(samples, model, peaks, known, min_samples, max_rmse_percent):
         "peaks": peaks["params"] if ok and peaks_rmse is not None and peaks_rmse <= float(max_rmse_percent) else None,
         "peaks_rmse_percent": round(peaks_rmse, 2) if peaks_rmse is not None else None,
     }
+
+
+# The node annotations the power_models role publishes a node's fit under: ``<prefix>/power-model``
+# (what our extender reads, _extender.MODEL_ANNOTATION) and ``<prefix>/power-model-quality``.
+MODEL_ANNOTATION = "power-model"
+QUALITY_ANNOTATION = "power-model-quality"
+
+
+def node_annotation_objects(results, prefix):
+    """The Node objects that publish ``fit_nodes`` results, for one server-side apply of them all.
+
+    Every node of the cluster gets one: with its model and quality as sorted JSON when its fit is
+    ``ok``, with no annotation otherwise, so that the apply takes back what the same field manager
+    published there before. Nodes that only have samples (status ``unknown_node``) get none: they
+    are not in the cluster. Sorted by node name.
+    """
+    if not isinstance(results, dict):
+        raise PowerModelError(f"the fit results must be a mapping of node to result, got {type(results).__name__}")
+    objects = []
+    for node in sorted(results):
+        result = results[node]
+        if result.get("status") == "unknown_node":
+            continue
+        metadata = {"name": node}
+        if result.get("status") == "ok":
+            metadata["annotations"] = {
+                f"{prefix}/{MODEL_ANNOTATION}": json.dumps(result["model"], sort_keys=True),
+                f"{prefix}/{QUALITY_ANNOTATION}": json.dumps(result["quality"], sort_keys=True),
+            }
+        objects.append({"apiVersion": "v1", "kind": "Node", "metadata": metadata})
+    return objects
 
 
 def fit_nodes(samples_by_node, nodes, kind=DEFAULT_KIND, min_samples=30, min_util_span=20.0, max_rmse_percent=10.0):

@@ -179,11 +179,23 @@ def test_registration_changes_and_second_run_is_idempotent(lab, pki, extender, r
     assert backups and not any(p.parent == lab.scheduler_manifest.parent for p in backups)
     assert not [p.name for p in lab.scheduler_manifest.parent.iterdir() if p.name != "kube-scheduler.yaml"]
     # The mirror pod check ran on the node (issue 11 item 1: it ran on the controller and rolled back).
-    mirror_header = "Wait for the mirror pod to run the new manifest and be Ready"
+    # It comes first, before the health checks, in place of a fixed settle time (issue 43).
+    mirror_header = (
+        "TASK [poweraware.k8s.scheduler_extender : Wait for the mirror pod to run the new manifest and be Ready]"
+    )
     assert mirror_header in first.stdout
-    # The task's whole section (it may retry while the kubelet recreates the mirror pod).
-    mirror_task = first.stdout.split(mirror_header)[1].split("TASK [")[0]
+    # The task's whole section (it retries while the kubelet recreates the mirror pod; the retry lines
+    # name the task again).
+    mirror_task = first.stdout.split(mirror_header)[1].split("\nTASK [")[0]
     assert "ok: [lab-control-plane]" in mirror_task, mirror_task
+    health = first.stdout.index(
+        "TASK [poweraware.k8s.scheduler_extender : Wait for kube-scheduler to answer its health check]"
+    )
+    assert first.stdout.index(mirror_header) < health
+    assert (
+        "Let kubelet notice the new manifest (the mirror pod is not checked)]"
+        not in first.stdout.split(mirror_header)[0]
+    )
     # The re-run and the dry run side by side (both must change nothing, so neither sees the other's work).
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         rerun = pool.submit(_run, lab, _vars(lab, pki, extender))

@@ -29,7 +29,12 @@ SAMPLES = [
 
 
 def test_filters_are_registered_under_their_names():
-    assert set(ModelFilters().filters()) == {"power_model", "power_model_fits", "power_model_promql"}
+    assert set(ModelFilters().filters()) == {
+        "power_model",
+        "power_model_fits",
+        "power_model_promql",
+        "power_model_annotations",
+    }
     assert set(ScoreFilters().filters()) == {"power_score"}
 
 

@@ -100,6 +100,7 @@ def raises(call, message):
                 "power_model": "power_model",
                 "power_model_fits": "power_model_fits",
                 "power_model_promql": "power_model_promql",
+                "power_model_annotations": "power_model_annotations",
             },
         ),
         (f_score, {"power_score": "power_score"}),
