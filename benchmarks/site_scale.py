@@ -319,12 +319,21 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["SHARED_DATA"] = args.data
     args.out.mkdir(parents=True, exist_ok=True)
     forks = tuple(int(f) for f in args.forks.split(",") if f)
-    nodes = [node_runs(int(w), forks, args.out) for w in args.workers.split(",") if w]
-    objects = object_runs(tuple(int(n) for n in args.objects.split(",") if n), args.out) if args.objects else []
-    text = report(nodes, objects, forks)
-    (args.out / "site-scale.md").write_text(text)
-    (args.out / "site-scale.json").write_text(json.dumps({"nodes": nodes, "objects": objects}, indent=2) + "\n")
-    print(text)
+    nodes: list[dict] = []
+    objects: list[dict] = []
+
+    def save() -> str:  # after every step: a run stopped half-way still leaves its tables
+        text = report(nodes, objects, forks)
+        (args.out / "site-scale.md").write_text(text)
+        (args.out / "site-scale.json").write_text(json.dumps({"nodes": nodes, "objects": objects}, indent=2) + "\n")
+        return text
+
+    for workers in (int(w) for w in args.workers.split(",") if w):
+        nodes.append(node_runs(workers, forks, args.out))
+        save()
+    if args.objects:
+        objects.extend(object_runs(tuple(int(n) for n in args.objects.split(",") if n), args.out))
+    print(save())
     return 0
 
 
