@@ -254,6 +254,8 @@ def test_broken_configuration_is_rolled_back(lab, pki, extender, registered):
     assert "lines of the kube-scheduler log" in result.stdout, result
     report = result.stdout[result.stdout.find("kube-scheduler on ") :][:4000]
     assert "unable to load root certificates" in result.stdout, report  # the scheduler's own error, from its log
+    # The crash loop ended the wait (two restarts of the new pod), not the health timeout.
+    assert "the new kube-scheduler container exited and was restarted" in result.stdout, report
     assert lab.scheduler_manifest.read_bytes() == manifest_before
     assert (node_root / CONFIG.lstrip("/")).read_bytes() == config_before
     lab.wait_scheduler_healthy(60)
