@@ -89,13 +89,12 @@ def fit_line(points: list[tuple[float, float]]) -> tuple[float, float]:
     """Least-squares (a, b) of y = a + b x; one point gives (0, y / x)."""
     if not points:
         raise ValueError("no points to fit")
-    if len({x for x, _ in points}) < 2:
-        x, y = points[0]
-        return 0.0, y / x
-    n = len(points)
-    mean_x = sum(x for x, _ in points) / n
-    mean_y = sum(y for _, y in points) / n
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x, _ in points)
+    xs = [float(point[0]) for point in points]
+    ys = [float(point[1]) for point in points]
+    if len(set(xs)) < 2:
+        return 0.0, ys[0] / xs[0]
+    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / sum((x - mean_x) ** 2 for x in xs)
     return mean_y - slope * mean_x, slope
 
 
@@ -309,7 +308,7 @@ def report(nodes: list[dict], objects: list[dict], forks: tuple[int, ...]) -> st
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--data", default=os.environ.get("SHARED_DATA", str(ROOT.parent / "shared" / "data")))
     parser.add_argument("--workers", default="3,7,15,31", help="worker counts, comma separated")
     parser.add_argument("--forks", default="10,50")
