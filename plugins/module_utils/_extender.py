@@ -34,7 +34,7 @@ import math
 import re
 
 from ansible_collections.poweraware.k8s.plugins.module_utils._placement_score import PlacementScoreError, rank_nodes
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import compile_model
+from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import MODEL_ANNOTATION, compile_model
 from ansible_collections.poweraware.k8s.plugins.module_utils._quantity import (
     QuantityError,
     parse_byte_quantity,
@@ -56,7 +56,6 @@ __all__ = [
 
 MAX_EXTENDER_PRIORITY = 10
 TERMINAL_PHASES = ("Succeeded", "Failed")
-MODEL_ANNOTATION = "power-model"
 STALE = "the extender's view of pods and nodes is not current (its watch is reconnecting)"
 
 

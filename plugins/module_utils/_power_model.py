@@ -627,7 +627,7 @@ def judge_fit(samples, model, peaks, known, min_samples, max_rmse_percent):
 
 
 # The node annotations the power_models role publishes a node's fit under: ``<prefix>/power-model``
-# (what our extender reads, _extender.MODEL_ANNOTATION) and ``<prefix>/power-model-quality``.
+# (what our extender reads: _extender imports it) and ``<prefix>/power-model-quality``.
 MODEL_ANNOTATION = "power-model"
 QUALITY_ANNOTATION = "power-model-quality"
 
