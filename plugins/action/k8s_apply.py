@@ -15,6 +15,7 @@ so one mechanism serves every role (docs/site.md, "Dry run").
 from __future__ import annotations
 
 import os
+import time
 
 try:
     from ansible_collections.kubernetes.core.plugins.action.k8s import ActionModule as _K8sAction
@@ -33,7 +34,17 @@ try:  # ansible-core 2.19+ (what its own package and service actions use)
 except ImportError:  # pragma: no cover - older cores
     _apply_action_arg_defaults = None
 
+from ansible.utils.display import Display
 from ansible_collections.poweraware.k8s.plugins.module_utils._dry_run import FACT, classify, plan_from, planned_in
+from ansible_collections.poweraware.k8s.plugins.module_utils._wait_progress import (
+    Steps,
+    goal,
+    label,
+    progress_line,
+    step_length,
+)
+
+display = Display()
 
 _MODULE = "kubernetes.core.k8s"
 
@@ -59,6 +70,13 @@ class ActionModule(_K8sAction):
 
     def _execute_module(self, module_name=None, module_args=None, task_vars=None, **kwargs):
         module_args = module_args if module_args is not None else dict(self._task.args)
+        if (
+            module_name == _MODULE
+            and not self._play_context.check_mode
+            and _truthy(module_args.get("wait"))
+            and module_args.get("definition")
+        ):
+            return self._wait_in_steps(module_name, module_args, task_vars, **kwargs)
         if (
             module_name != _MODULE
             or not self._play_context.check_mode
@@ -108,6 +126,52 @@ class ActionModule(_K8sAction):
             merged["msg"] = "; ".join(outcome.errors)
         return merged
 
+    def _wait_in_steps(self, module_name, module_args, task_vars, **kwargs):
+        """The module's apply and wait, in steps of REPORT_EVERY seconds with a report after each."""
+        definitions = _as_list(module_args["definition"])
+        total = int(module_args.get("wait_timeout") or 120)
+        state = module_args.get("state") or "present"
+        wanted = goal(module_args.get("wait_condition"), state)
+        host = (task_vars or {}).get("inventory_hostname", "")
+        steps = Steps(len(definitions))
+        started = time.monotonic()
+        while True:
+            remaining = total - (time.monotonic() - started)
+            run = [definitions[i] for i in steps.pending]
+            result = super()._execute_module(
+                module_name=module_name,
+                module_args=dict(
+                    module_args,
+                    definition=run,
+                    continue_on_error=True,
+                    wait_timeout=step_length(remaining),
+                ),
+                task_vars=task_vars,
+                **kwargs,
+            )
+            if result.get("failed"):
+                return result  # the module could not start (client, kubeconfig): its own message
+            results = result.get("result", {}).get("results", []) if len(run) != 1 else [result]
+            if len(results) != len(run):
+                return result  # a List kind was expanded: the module's answer stands
+            run_indices = list(steps.pending)
+            waiting = steps.record(results)
+            elapsed = time.monotonic() - started
+            if not waiting or elapsed >= total:
+                break
+            for index in waiting:
+                line = progress_line(
+                    label(definitions[index], module_args.get("namespace")),
+                    wanted,
+                    results[run_indices.index(index)],
+                    elapsed,
+                    total,
+                    state,
+                )
+                display.display(f"{host}: {line}" if host else line)
+        labels = [label(d, module_args.get("namespace")) for d in definitions]
+        return steps.final(labels, wanted, total, state, _truthy(module_args.get("continue_on_error")))
+
 
 def _as_list(definition):
     if isinstance(definition, str):
@@ -128,3 +192,10 @@ def _run_id():
     # Facts can outlive the run (a fact cache): the plan belongs to this ansible-playbook process,
     # the parent of the worker that runs this action.
     return str(os.getppid())
+
+
+def _truthy(value) -> bool:
+    # A templated `wait:` arrives as a bool or as the string Jinja made of it ("True"/"False").
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "yes", "on", "1")
+    return bool(value)

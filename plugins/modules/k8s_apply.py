@@ -22,6 +22,7 @@ description:
   - The namespaces and CRDs a check-mode run applies are kept in the host fact C(_poweraware_dry_run_creates)
     for the later tasks and plays of the same run; a value left by another run (a fact cache) is ignored.
   - Module defaults for C(group/kubernetes.core.k8s) (such as O(kubeconfig)) apply to this action too.
+  - A long O(wait) reports its progress every 20 seconds instead of waiting silently (see O(wait)).
 author:
   - poweraware.k8s contributors (@poweraware)
 options:
@@ -52,7 +53,13 @@ options:
     type: bool
     default: false
   wait:
-    description: As in M(kubernetes.core.k8s). A dry run applies nothing, so it never waits.
+    description:
+      - As in M(kubernetes.core.k8s). A dry run applies nothing, so it never waits.
+      - The wait runs in steps of 20 seconds. After each step that ends with an object not ready, the action
+        prints what it waits for, for how long and the object's current status (replicas, conditions), and
+        applies the objects from the first one not ready onwards again (no change) for the next step. A
+        wait that runs out fails naming the object, the condition, the time and the last status.
+      - C(changed) and the diff of each object are kept across the steps.
     type: bool
     default: false
   wait_condition:

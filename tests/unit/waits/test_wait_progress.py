@@ -1,0 +1,252 @@
+"""Waits that report (plugins/module_utils/_wait_progress.py and poweraware.k8s.k8s_apply's steps).
+
+The action is driven with kubernetes.core's module answers as runner.run_module gives them with
+continue_on_error (one definition: the result flat; several: result.results; a wait that ran out:
+the definition's `error` with kubernetes.core's ResourceTimeout message and the object).
+"""
+
+from __future__ import annotations
+
+import pytest
+from ansible_collections.poweraware.k8s.plugins.action import k8s_apply
+from ansible_collections.poweraware.k8s.plugins.module_utils._wait_progress import (
+    Steps,
+    describe_status,
+    goal,
+    is_timeout,
+    label,
+    progress_line,
+    step_length,
+)
+
+DEPLOY = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "prometheus", "namespace": "monitoring"}}
+CM = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "prometheus-config", "namespace": "monitoring"}}
+CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "taspolicies.telemetry.intel.com"},
+}
+
+
+def rolling(available=0, updated=1, generation=2, observed=2):
+    return {
+        "kind": "Deployment",
+        "metadata": {"name": "prometheus", "namespace": "monitoring", "generation": generation},
+        "spec": {"replicas": 1},
+        "status": {
+            "availableReplicas": available,
+            "updatedReplicas": updated,
+            "observedGeneration": observed,
+            "conditions": [
+                {
+                    "type": "Available",
+                    "status": "False",
+                    "reason": "MinimumReplicasUnavailable",
+                    "message": "Deployment does not have minimum availability.",
+                },
+                {"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated"},
+            ],
+        },
+    }
+
+
+def timeout(instance, name="prometheus", kind="Deployment"):
+    return {
+        "changed": False,
+        "result": {},
+        "error": {
+            "msg": f'"{kind}" "{name}": Timed out waiting on resource',
+            "result": instance,
+            "changed": False,
+            "duration": 20,
+        },
+    }
+
+
+def test_a_deployments_status_in_words_names_replicas_generation_and_the_false_conditions():
+    text = describe_status(rolling(observed=1))
+    assert text.startswith("0 of 1 replicas available, 1 updated")
+    assert "the controller has not seen generation 2 yet" in text
+    assert "Available=False (MinimumReplicasUnavailable: Deployment does not have minimum availability.)" in text
+    # a condition that holds is named without its reason
+    assert "Progressing=True;" not in text and text.endswith("Progressing=True")
+
+
+def test_daemonsets_crds_missing_objects_and_deletions_are_described():
+    ds = {"kind": "DaemonSet", "status": {"numberReady": 2, "desiredNumberScheduled": 3, "updatedNumberScheduled": 3}}
+    assert describe_status(ds) == "2 of 3 pods ready, 3 updated"
+    crd = {
+        "kind": "CustomResourceDefinition",
+        "status": {"conditions": [{"type": "Established", "status": "False", "reason": "Installing"}]},
+    }
+    assert describe_status(crd) == "Established=False (Installing)"
+    assert describe_status(None) == "not found yet"
+    assert describe_status({"kind": "Secret"}) == "no status yet"
+    assert describe_status({"kind": "Pod"}, "absent") == "still there"
+
+
+def test_only_kubernetes_cores_wait_timeout_is_a_timeout():
+    assert is_timeout(timeout(rolling()))
+    assert not is_timeout({"error": {"msg": "Failed to patch object: forbidden"}})
+    assert not is_timeout({"changed": True})
+
+
+def test_the_goal_and_the_label_say_what_is_waited_for():
+    assert goal({"type": "Available", "status": "True"}) == "until Available=True"
+    assert goal(None) == "to be ready"
+    assert goal(None, "absent") == "to be deleted"
+    assert label(DEPLOY) == "Deployment monitoring/prometheus"
+    assert label(CRD) == "CustomResourceDefinition taspolicies.telemetry.intel.com"
+    line = progress_line(label(DEPLOY), goal({"type": "Available", "status": "True"}), timeout(rolling()), 20.4, 300)
+    assert line.startswith(
+        "waiting for Deployment monitoring/prometheus until Available=True (20 s of 300 s): 0 of 1 replicas available"
+    )
+
+
+def test_steps_retry_from_the_first_timeout_and_keep_what_changed_earlier():
+    steps = Steps(3)
+    first = [{"changed": True, "diff": {"before": 1}}, timeout(rolling()), {"changed": True}]
+    assert steps.record(first) == [1]
+    assert steps.pending == [1, 2]  # the one after it may need it: applied again too
+    assert steps.record([{"changed": False, "result": {}}, {"changed": False}]) == []
+    assert steps.pending == []
+    assert steps.changed
+    final = steps.final(["cm", "deploy", "svc"], "to be ready", 300, "present", keep_going=False)
+    assert not final.get("failed")
+    assert [r["changed"] for r in final["result"]["results"]] == [True, False, True]
+    assert final["result"]["results"][0]["diff"] == {"before": 1}
+
+
+def test_a_wait_that_runs_out_fails_with_what_it_waited_for_and_the_last_status():
+    steps = Steps(1)
+    steps.record([timeout(rolling())])
+    final = steps.final(["Deployment monitoring/prometheus"], "until Available=True", 300, "present", keep_going=False)
+    assert final["failed"]
+    assert final["msg"].startswith(
+        "Deployment monitoring/prometheus was not ready after 300 s (waited until Available=True); "
+        "its status: 0 of 1 replicas available"
+    )
+    assert "Timed out waiting on resource" in final["msg"]
+    assert "error" not in final
+
+
+def test_other_errors_keep_the_modules_message_and_continue_on_error_keeps_each_error():
+    steps = Steps(2)
+    steps.record([{"changed": False, "error": {"msg": "Failed to apply object: forbidden"}}, {"changed": True}])
+    assert (
+        steps.final(["a", "b"], "to be ready", 60, "present", keep_going=False)["msg"]
+        == "Failed to apply object: forbidden"
+    )
+    kept = steps.final(["a", "b"], "to be ready", 60, "present", keep_going=True)
+    assert not kept.get("failed")
+    assert kept["result"]["results"][0]["error"]["msg"].startswith("Failed to apply")
+
+
+class FakeModule:
+    """kubernetes.core.k8s as the action sees it: answers in run_module's shapes, on a fake clock."""
+
+    def __init__(self, answers):
+        self.answers = list(answers)
+        self.calls = []
+        self.now = 1000.0
+
+    def monotonic(self):
+        return self.now
+
+    def __call__(self, _action, module_name=None, module_args=None, task_vars=None, **_kwargs):
+        self.calls.append(module_args)
+        self.now += module_args["wait_timeout"]
+        answer = self.answers.pop(0)
+        if len(module_args["definition"]) == 1 and isinstance(answer, list):
+            return answer[0]
+        return (
+            {"changed": any(a.get("changed") for a in answer), "result": {"results": answer}}
+            if isinstance(answer, list)
+            else answer
+        )
+
+
+@pytest.fixture
+def action(monkeypatch):
+    shown = []
+    monkeypatch.setattr(k8s_apply.display, "display", lambda msg, *a, **k: shown.append(msg))
+    instance = object.__new__(k8s_apply.ActionModule)
+
+    def run(answers):
+        fake = FakeModule(answers)
+        monkeypatch.setattr(k8s_apply._K8sAction, "_execute_module", lambda self, **kw: fake(self, **kw))
+        monkeypatch.setattr(k8s_apply.time, "monotonic", fake.monotonic)
+        return fake
+
+    return instance, run, shown
+
+
+ARGS = {
+    "definition": [CM, DEPLOY],
+    "wait": True,
+    "wait_timeout": 60,
+    "wait_condition": {"type": "Available", "status": "True"},
+    "apply": True,
+}
+
+
+def test_a_slow_rollout_is_reported_every_step_and_its_changes_are_kept(action):
+    instance, run, shown = action
+    fake = run(
+        [
+            [{"changed": True}, timeout(rolling())],
+            [timeout(rolling(available=0))],
+            [{"changed": False, "result": {"kind": "Deployment"}}],
+        ]
+    )
+    result = instance._wait_in_steps("kubernetes.core.k8s", dict(ARGS), {"inventory_hostname": "cp-1"})
+    assert not result.get("failed")
+    assert result["changed"]  # the ConfigMap changed in the first step
+    assert [len(c["definition"]) for c in fake.calls] == [2, 1, 1]
+    assert all(c["continue_on_error"] for c in fake.calls)
+    assert [c["wait_timeout"] for c in fake.calls] == [20, 20, 20]
+    assert shown == [
+        "cp-1: waiting for Deployment monitoring/prometheus until Available=True (20 s of 60 s): "
+        + describe_status(rolling()),
+        "cp-1: waiting for Deployment monitoring/prometheus until Available=True (40 s of 60 s): "
+        + describe_status(rolling()),
+    ]
+
+
+def test_a_ready_object_costs_one_run_and_says_nothing(action):
+    instance, run, shown = action
+    fake = run([[{"changed": False}, {"changed": False}]])
+    result = instance._wait_in_steps("kubernetes.core.k8s", dict(ARGS), {})
+    assert result["changed"] is False and len(fake.calls) == 1 and shown == []
+
+
+def test_the_last_step_is_cut_to_the_timeout_and_then_the_task_fails(action):
+    instance, run, shown = action
+    fake = run([[{"changed": False}, timeout(rolling())]] + [[timeout(rolling())]] * 3)
+    result = instance._wait_in_steps("kubernetes.core.k8s", dict(ARGS, wait_timeout=50), {})
+    assert [c["wait_timeout"] for c in fake.calls] == [20, 20, 10]
+    assert result["failed"] and "was not ready after 50 s" in result["msg"]
+    assert len(shown) == 2
+
+
+def test_no_step_leaves_a_stub_of_under_half_a_step(action):
+    instance, run, shown = action
+    fake = run([[{"changed": False}, timeout(rolling())]] + [[timeout(rolling())]] * 3)
+    instance._wait_in_steps("kubernetes.core.k8s", dict(ARGS, wait_timeout=45), {})
+    assert [c["wait_timeout"] for c in fake.calls] == [20, 25]
+    assert len(shown) == 1
+    assert [step_length(r) for r in (0.2, 5, 29.4, 29.6, 30, 300)] == [1, 5, 29, 20, 20, 20]
+
+
+def test_a_module_that_cannot_start_fails_with_its_own_message(action):
+    instance, run, _ = action
+    run([{"failed": True, "msg": "Could not create API client: kubeconfig not found"}])
+    result = instance._wait_in_steps("kubernetes.core.k8s", dict(ARGS), {})
+    assert result == {"failed": True, "msg": "Could not create API client: kubeconfig not found"}
+
+
+@pytest.mark.parametrize(
+    "value, expected", [(True, True), ("True", True), ("false", False), (False, False), (None, False), ("yes", True)]
+)
+def test_a_templated_wait_is_read_as_yaml_would(value, expected):
+    assert k8s_apply._truthy(value) is expected
