@@ -130,22 +130,46 @@ def parse(argv: list[str]) -> tuple[str | None, list[str]]:
     return None, argv
 
 
-def build_binaries() -> None:
-    """Every Go binary the tests use, before they start: a cold cache takes about 40 minutes of
-    builds on two cores, which would otherwise run inside the first lab test's timeout (and the
-    standalone tests' builds beside it). Under the per-user build lock, as the lab's own."""
+# The one test module that runs the older kube-schedulers (lab.assets.SCHEDULER_RELEASES).
+OLDER_SCHEDULERS_MODULE = "test_scheduler_config_versions.py"
+
+
+def older_schedulers_selected(extra: list[str], collect=None) -> bool:
+    """Whether the run selects a test that needs the older kube-schedulers: the whole suite does;
+    with pytest arguments (a path, -k, -m) pytest's own collection says. Building them cold takes
+    about 210 s on two cores, for a run of other tests that need none of them."""
+    if not extra:
+        return True
+    if collect is None:
+
+        def collect(argv):
+            done = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+            return done.stdout
+
+    listed = collect([sys.executable, "-m", "pytest", TESTS, "--collect-only", "-q", *extra])
+    return OLDER_SCHEDULERS_MODULE in listed
+
+
+def build_binaries(extra: list[str]) -> None:
+    """Every Go binary the selected tests use, before they start: a cold cache takes about 40
+    minutes of builds on two cores, which would otherwise run inside the first lab test's timeout
+    (and the standalone tests' builds beside it). Under the per-user build lock, as the lab's own.
+    The older kube-schedulers are built only when their test is selected (the test would build
+    them on first use anyway)."""
     started = time.monotonic()
     sys.path.insert(0, str(REPO_ROOT))
     from lab import assets
 
-    assets.build_all(log=lambda message: print(f"integration: {message}", flush=True))
-    print(f"integration: binaries ready in {time.monotonic() - started:.0f} s", flush=True)
+    older = older_schedulers_selected(extra)
+    assets.build_all(log=lambda message: print(f"integration: {message}", flush=True), older_schedulers=older)
+    skipped = "" if older else " (not the older kube-schedulers: no selected test runs them)"
+    print(f"integration: binaries ready in {time.monotonic() - started:.0f} s{skipped}", flush=True)
 
 
 def main(argv: list[str]) -> int:
     checks, extra = parse(argv)
     LOG.parent.mkdir(parents=True, exist_ok=True)
-    build_binaries()
+    build_binaries(extra)
     # Its own base temporary directory: two pytests in the default one would prune each other's.
     basetemp = pathlib.Path(tempfile.mkdtemp(prefix="poweraware-standalone-"))
     # Outside basetemp, which the standalone pytest empties when it starts.

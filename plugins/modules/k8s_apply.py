@@ -66,7 +66,9 @@ options:
     description: As in M(kubernetes.core.k8s).
     type: dict
   wait_timeout:
-    description: As in M(kubernetes.core.k8s).
+    description:
+      - As in M(kubernetes.core.k8s), except that with O(wait) it bounds the whole task's wait (all its
+        objects together), not each object's.
     type: int
     default: 120
   kubeconfig:

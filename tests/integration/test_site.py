@@ -1112,8 +1112,8 @@ def test_dry_run_names_the_drift_and_the_real_run_fixes_it(site, api, lab):
     assert changed_tasks == {
         ("cpu_power : Apply the profiles", worker),
         ("nfd : Apply the NFD CRDs (NodeFeature, NodeFeatureGroup, NodeFeatureRule)", lab.control_plane_node),
-        ("nfd : Apply the power-management NodeFeatureRule", lab.control_plane_node),
-        ("kube_state_metrics : Apply the kube-state-metrics Deployment", lab.control_plane_node),
+        ("nfd : Apply the NFD RBAC, configuration, NetworkPolicy, nfd-master, nfd-worker and power rule", lab.control_plane_node),
+        ("kube_state_metrics : Apply the kube-state-metrics RBAC, Service, NetworkPolicy and Deployment", lab.control_plane_node),
     }, check.stdout[-8000:]
     out = check.stdout
     assert f'-                        "image": "{image}-drift",' in out or f"{image}-drift" in out
@@ -1134,7 +1134,7 @@ def test_dry_run_names_the_drift_and_the_real_run_fixes_it(site, api, lab):
     fix = run_site(lab, tags=DRIFT_TAGS)
     assert fix.rc == 0, fix
     assert _changed_tasks(fix.stdout) >= changed_tasks - {
-        ("nfd : Apply the power-management NodeFeatureRule", lab.control_plane_node)
+        ("nfd : Apply the NFD RBAC, configuration, NetworkPolicy, nfd-master, nfd-worker and power rule", lab.control_plane_node)
     }, fix.stdout[-8000:]
     assert lab.ssh(worker, f"cat {scaling_min}").stdout.strip() == profile_min
     assert (

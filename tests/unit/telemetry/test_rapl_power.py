@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import pathlib
+import re
 
 import pytest
 from ansible_collections.poweraware.k8s.plugins.module_utils import _power_zones as pz
@@ -261,8 +262,10 @@ def test_collectd_role_ships_power_zones_beside_the_plugin():
         t["ansible.builtin.set_fact"] for t in deploy if "_collectd_plugin" in t.get("ansible.builtin.set_fact", {})
     )
     assert "plugins/module_utils/_power_zones.py" in facts["_collectd_power_zones"]
-    configmap = next(t for t in deploy if t.get("name", "").startswith("Apply the collectd ConfigMap"))
-    data = configmap["poweraware.k8s.k8s_apply"]["definition"]["data"]
+    apply = next(t for t in deploy if t.get("name", "").startswith("Apply the collectd ConfigMap"))
+    assert "'configmap.yml.j2'" in apply["poweraware.k8s.k8s_apply"]["template"]
+    configmap = (REPO / "roles/collectd/templates/configmap.yml.j2").read_text()
+    data = re.findall(r"^  ([\w.]+): \{\{", configmap.split("\ndata:\n", 1)[1], re.M)
     assert set(data) == {"collectd.conf", "rapl_power.py", "_power_zones.py", "energy_reader.py"}
     daemonset = (REPO / "roles/collectd/templates/daemonset.yml.j2").read_text()
     assert "- key: _power_zones.py\n                path: plugins/_power_zones.py" in daemonset

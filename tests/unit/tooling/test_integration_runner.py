@@ -231,3 +231,27 @@ def test_make_test_runs_the_checks_behind_the_integration_tests():
     recipe = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]
     assert 'scripts/integration.py --checks "$(CHECKS)"' in recipe
     assert "CHECKS = $(MAKE) --no-print-directory -j3 --output-sync=target lint sanity unit" in makefile
+
+
+def test_the_older_schedulers_are_built_for_the_whole_suite_or_when_their_test_is_collected():
+    runner = _runner()
+    seen = []
+
+    def collect(listing):
+        def run(argv):
+            seen.append(argv)
+            return listing
+
+        return run
+
+    assert runner.older_schedulers_selected([], collect=collect("")) and not seen  # the whole suite: no collection
+    some = "tests/integration/test_site.py::test_converge\n1 test collected"
+    assert not runner.older_schedulers_selected(["-k", "site"], collect=collect(some))
+    assert seen[-1][-2:] == ["-k", "site"]
+    assert "--collect-only" in seen[-1] and runner.TESTS in seen[-1]
+    versions = "tests/integration/test_scheduler_config_versions.py::test_x[v1.21]\n1 test collected"
+    assert runner.older_schedulers_selected(["-k", "versions"], collect=collect(versions))
+
+
+def test_the_older_schedulers_module_exists():
+    assert (INTEGRATION / _runner().OLDER_SCHEDULERS_MODULE).is_file()
