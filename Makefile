@@ -69,7 +69,9 @@ sanity: venv system-deps
 	cd .cache/sanity/ansible_collections/poweraware/k8s && \
 	  $(CURDIR)/$(BIN)/ansible-test sanity --venv --python 3.12 --color no
 
-unit: venv
+# system-deps: the lab's node kernels need libfuse3 and the rules tests promtool (they fail, not skip,
+# without them).
+unit: venv system-deps
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
 # The lab's tests and the standalone ones (own hosts, never the lab) in two pytests side by side.

@@ -5,7 +5,9 @@
 
 LAB_ARGS ?=
 
-lab: venv
+# system-deps first: the lab's nodes need sshd, sudo and libfuse3 (their kernels), and a machine that
+# never ran `make test` has none of them; without it the build ran 28 minutes and then failed.
+lab: venv system-deps
 	$(BIN)/python -m lab up $(LAB_ARGS)
 
 lab-down: venv
@@ -19,5 +21,5 @@ lab-logs: venv
 	@test -n "$(POD)" || { echo "usage: make lab-logs POD=NAMESPACE/NAME [CONTAINER=NAME]" >&2; exit 2; }
 	$(BIN)/python -m lab logs $(POD) $(if $(CONTAINER),-c $(CONTAINER))
 
-lab-build: venv
+lab-build: venv system-deps
 	$(BIN)/python -m lab build

@@ -9,11 +9,29 @@ import errno
 import os
 import time
 
-import mfusepy
 import pytest
 
 from lab import fake_kernel, fake_sysfs
-from lab.components import node_kernel
+
+# mfusepy loads libfuse3 when imported: without it (the Debian package fuse3, `make system-deps`)
+# these tests fail and say so, and the rest of the unit tests still run (an import error here
+# would stop the whole collection).
+try:
+    import mfusepy
+
+    from lab.components import node_kernel
+except OSError as error:
+    mfusepy = node_kernel = None
+    LIBFUSE_MISSING = f"{error}: install libfuse3 (Debian package fuse3; `make system-deps` does)"
+else:
+    LIBFUSE_MISSING = ""
+
+
+@pytest.fixture(autouse=True)
+def _libfuse():
+    if LIBFUSE_MISSING:
+        pytest.fail(LIBFUSE_MISSING, pytrace=False)
+
 
 POLICY = "/devices/system/cpu/cpufreq/policy0"
 

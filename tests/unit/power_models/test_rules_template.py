@@ -86,7 +86,10 @@ def render(tmp_path, results, capacity, **overrides):
 def promtool():
     path = shutil.which("promtool")
     if not path:
-        pytest.skip("promtool not installed (Debian package prometheus, `make system-deps`)")
+        # a failure, not a skip: `make unit` installs it, and a skipped rules check passes silently
+        pytest.fail(
+            "promtool is not installed: install the Debian package prometheus (`make system-deps` does)", pytrace=False
+        )
     return path
 
 
