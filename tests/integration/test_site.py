@@ -992,12 +992,26 @@ def _peaks_jumps(models: dict, cpu: dict, capacity: dict, request_m: int) -> dic
     return jumps
 
 
+def _peaks_best(jumps: dict[str, float]) -> frozenset[str]:
+    """The nodes Peaks scores best for these jumps, as its plugin scores them (scheduler-plugins
+    v0.33.5 pkg/trimaran/peaks: Score is int64(jump * 1e15); NormalizeScore gives
+    100 - int64(100 (s - min) / (max - min))). A node within 1 % of the range of the smallest jump
+    scores 100 too, and kube-scheduler picks one of the tied nodes at random."""
+    scores = {node: int(jump * 10**15) for node, jump in jumps.items()}
+    low, high = min(scores.values()), max(scores.values())
+    if low == high:
+        return frozenset(scores)
+    normal = {node: 100 - int(100 * (s - low) / (high - low)) for node, s in scores.items()}
+    return frozenset(node for node, value in normal.items() if value == max(normal.values()))
+
+
 def test_peaks_places_a_pod_where_the_published_model_predicts_the_smallest_jump(site, api, lab):
     """Issue 18 item 9: the site deployed the scheduler-plugins kube-scheduler (Peaks) and
     load-watcher, both lab processes built from their Go modules (the converge's re-run and check
     run changed nothing), fed by the ConfigMap the power models play published after the load
     sweep; a pod with schedulerName Peaks is bound by that scheduler to the worker whose published
-    model predicts the smallest jump at the utilisation load-watcher serves."""
+    model predicts the smallest jump at the utilisation load-watcher serves (or to one whose jump
+    Peaks' own integer normalisation ties with it)."""
     from kubernetes.client.rest import ApiException
 
     core, apps = api["core"], api["apps"]
@@ -1062,7 +1076,7 @@ def test_peaks_places_a_pod_where_the_published_model_predicts_the_smallest_jump
                     raise
         after = _watcher_cpu(lab, core)
         jumps = [_peaks_jumps(models, cpu, capacity, PEAKS_POD_CPU_M) for _stamp, cpu in (before, after)]
-        expected = {min(j, key=j.get) for j in jumps}
+        expected = {_peaks_best(j) for j in jumps}
         rows.append(
             f"pod {attempt}: bound to {node} by {[e.reporting_component or e.source.component for e in events]}; "
             + ", ".join(f"{n} x={before[1][n]:.1f} % jump {jumps[0][n]:.2f} W" for n in sorted(jumps[0]))
@@ -1072,8 +1086,10 @@ def test_peaks_places_a_pod_where_the_published_model_predicts_the_smallest_jump
     print("PROOF Peaks placement:\n  " + "\n  ".join(rows))
     assert len(expected) == 1, rows
     assert {e.reporting_component or e.source.component for e in events} == {"Peaks"}, rows
-    assert node == expected.pop(), rows
-    assert len({round(v, 3) for v in jumps[0].values()}) == len(jumps[0]), f"the workers' jumps tie: {rows}"
+    best = expected.pop()
+    assert node in best, (rows, sorted(best))
+    # the proof needs a node Peaks must not pick: not every worker ties for the best score
+    assert len(best) < len(jumps[0]), f"every worker scores the same: {rows}"
 
 
 DRIFT_TAGS = ["cpu_power", "nfd", "kube_state_metrics"]

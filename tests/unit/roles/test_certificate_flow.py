@@ -163,7 +163,7 @@ def pki(tmp_path):
     return Pki(tmp_path)
 
 
-@pytest.mark.slow  # seven ansible-playbook runs
+@pytest.mark.slow  # nine ansible-playbook runs
 def test_one_flow_issues_keeps_renews_and_reissues_only_what_changed(pki):
     # check mode on a fresh directory, and for "remote" before its directory exists (the caller
     # creates it): reports every certificate, writes nothing
@@ -195,15 +195,29 @@ def test_one_flow_issues_keeps_renews_and_reissues_only_what_changed(pki):
     eku = pki.cert("client").extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
     assert list(eku) == [x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]
 
-    # re-run: nothing changes, nothing is rewritten
+    # re-run: nothing changes, nothing is rewritten; every certificate is kept by the one-read
+    # comparison (no reason), so none of community.crypto's modules ran for it
     changed, results = pki.run()
     assert changed == 0 and _changed(results) == set()
+    assert {name: r["reasons"] for name, r in results.items()} == {name: [] for name in CERTS}
     assert pki.state() == first
+    # ...and so does a dry run, which says each is complete
+    changed, results = pki.run(check=True)
+    assert changed == 0 and all(r["complete"] and r["reasons"] == [] for r in results.values())
+
+    # a key whose mode drifted is not kept as it is: community.crypto's path restores the mode and
+    # keeps the key and its certificate
+    pki.path("client.key").chmod(0o644)
+    changed, results = pki.run()
+    assert results["client"]["reasons"] == ["the key's mode is 0644, not 0600"]
+    assert stat.S_IMODE(pki.path("client.key").stat().st_mode) == 0o600
+    assert {k: v[1] for k, v in pki.state().items()} == {k: v[1] for k, v in first.items()}
 
     # renewal window longer than the leaves' validity (365 d) but not the CA's (1825 d): the leaf
     # certificates are re-issued, their keys and the CA stay
     changed, results = pki.run(renew_before="+400d")
     assert _changed(results) == {"server", "client", "remote"}
+    assert results["ca"]["reasons"] == [] and results["server"]["reasons"] == ["it is due for renewal"]
     assert not any(r["key_changed"] for r in results.values())
     renewed = pki.state()
     assert _differs(first, renewed) == {"server.crt", "client.crt", "remote.crt"}
@@ -212,6 +226,7 @@ def test_one_flow_issues_keeps_renews_and_reissues_only_what_changed(pki):
     sans = [*SANS, "DNS:appqos.node.local"]
     changed, results = pki.run(check=True, server_sans=sans)
     assert changed > 0 and _changed(results) == {"server"}
+    assert results["server"]["reasons"] == ["its SANs are not the CSR's"]
     assert pki.state() == renewed
     changed, results = pki.run(server_sans=sans)
     assert _changed(results) == {"server"}
@@ -222,6 +237,7 @@ def test_one_flow_issues_keeps_renews_and_reissues_only_what_changed(pki):
     (pki.dir / "client.crt").unlink()
     changed, results = pki.run(server_sans=sans)
     assert _changed(results) == {"client"} and not results["client"]["key_changed"]
+    assert results["client"]["reasons"] == ["the certificate does not exist"]
     final = pki.state()
     assert _differs(again, final) == {"client.crt"}
     pki.cert("client").verify_directly_issued_by(pki.cert("ca"))

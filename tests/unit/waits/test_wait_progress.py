@@ -174,7 +174,10 @@ def action(monkeypatch):
 
     def run(answers):
         fake = FakeModule(answers)
-        monkeypatch.setattr(k8s_apply._K8sAction, "_execute_module", lambda self, **kw: fake(self, **kw))
+        def execute(self, **kwargs):
+            return fake(self, **kwargs)
+
+        monkeypatch.setattr(k8s_apply._K8sAction, "_execute_module", execute)
         monkeypatch.setattr(k8s_apply.time, "monotonic", fake.monotonic)
         return fake
 
@@ -239,7 +242,7 @@ def test_no_step_leaves_a_stub_of_under_half_a_step(action):
 
 
 def test_a_module_that_cannot_start_fails_with_its_own_message(action):
-    instance, run, _ = action
+    instance, run, _shown = action
     run([{"failed": True, "msg": "Could not create API client: kubeconfig not found"}])
     result = instance._wait_in_steps("kubernetes.core.k8s", dict(ARGS), {})
     assert result == {"failed": True, "msg": "Could not create API client: kubeconfig not found"}
