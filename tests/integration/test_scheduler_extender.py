@@ -181,7 +181,8 @@ def test_registration_changes_and_second_run_is_idempotent(lab, pki, extender, r
     # The mirror pod check ran on the node (issue 11 item 1: it ran on the controller and rolled back).
     # It comes first, before the health checks, in place of a fixed settle time (issue 43).
     mirror_header = (
-        "TASK [poweraware.k8s.scheduler_extender : Wait for the mirror pod to run the new manifest and be Ready, within "
+        "TASK [poweraware.k8s.scheduler_extender : "
+        "Wait for the mirror pod to run the new manifest and be Ready, within "
     )
     assert mirror_header in first.stdout
     # The task's whole section (it retries while the kubelet recreates the mirror pod; the retry lines

@@ -174,6 +174,7 @@ def action(monkeypatch):
 
     def run(answers):
         fake = FakeModule(answers)
+
         def execute(self, **kwargs):
             return fake(self, **kwargs)
 
