@@ -34,6 +34,7 @@ try:  # ansible-core 2.19+ (what its own package and service actions use)
 except ImportError:  # pragma: no cover - older cores
     _apply_action_arg_defaults = None
 
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.utils.display import Display
 from ansible_collections.poweraware.k8s.plugins.module_utils._dry_run import FACT, classify, plan_from, planned_in
 from ansible_collections.poweraware.k8s.plugins.module_utils._wait_progress import (
@@ -133,6 +134,7 @@ class ActionModule(_K8sAction):
         state = module_args.get("state") or "present"
         wanted = goal(module_args.get("wait_condition"), state)
         host = (task_vars or {}).get("inventory_hostname", "")
+        labels = [label(d, module_args.get("namespace")) for d in definitions]
         steps = Steps(len(definitions))
         started = time.monotonic()
         while True:
@@ -161,7 +163,7 @@ class ActionModule(_K8sAction):
                 break
             for index in waiting:
                 line = progress_line(
-                    label(definitions[index], module_args.get("namespace")),
+                    labels[index],
                     wanted,
                     results[run_indices.index(index)],
                     elapsed,
@@ -169,7 +171,6 @@ class ActionModule(_K8sAction):
                     state,
                 )
                 display.display(f"{host}: {line}" if host else line)
-        labels = [label(d, module_args.get("namespace")) for d in definitions]
         return steps.final(labels, wanted, total, state, _truthy(module_args.get("continue_on_error")))
 
 
@@ -195,7 +196,6 @@ def _run_id():
 
 
 def _truthy(value) -> bool:
-    # A templated `wait:` arrives as a bool or as the string Jinja made of it ("True"/"False").
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "yes", "on", "1")
-    return bool(value)
+    # A templated `wait:` arrives as a bool or as the string Jinja made of it ("True"/"False"):
+    # read as the module's own bool option reads it (ansible's convert_bool; None is false).
+    return boolean(value, strict=False)

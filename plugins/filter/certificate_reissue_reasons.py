@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.poweraware.k8s.plugins.module_utils._cert_check import reissue_reasons
 
 _WANT_KEYS = {
@@ -37,9 +38,8 @@ def certificate_reissue_reasons(files, want):
     if problems:
         raise AnsibleFilterError("certificate_reissue_reasons: " + "; ".join(problems))
     want = dict(want)
-    for flag in ("is_ca", "force"):
-        value = want.get(flag, False)
-        want[flag] = value.strip().lower() in ("true", "yes", "1", "on") if isinstance(value, str) else bool(value)
+    for flag in ("is_ca", "force"):  # "-e" gives strings: read them as YAML booleans
+        want[flag] = boolean(want.get(flag, False), strict=False)
     return reissue_reasons(files, want)
 
 

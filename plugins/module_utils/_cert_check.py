@@ -29,12 +29,12 @@ from __future__ import annotations
 import datetime
 import ipaddress
 
+from ansible_collections.poweraware.k8s.plugins.module_utils._cert_files import public_key_pem
 from ansible_collections.poweraware.k8s.plugins.module_utils._cert_lifetime import renewal_due
 
 try:
     from cryptography import x509
     from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives import serialization
     from cryptography.x509.oid import ExtendedKeyUsageOID, ExtensionOID, NameOID
 except ImportError:  # pragma: no cover - the filter says what is missing
     x509 = None
@@ -270,12 +270,7 @@ def reissue_reasons(files, want, now=None):
             reasons.append("it is due for renewal")
     except ValueError as err:
         reasons.append(f"its renewal window cannot be told ({err})")
-    public = (
-        certificate.public_key()
-        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-        .decode()
-    )
-    if public.strip() != str(files["privatekey"].get("public_key", "")).strip():
+    if public_key_pem(certificate.public_key()).strip() != str(files["privatekey"].get("public_key", "")).strip():
         reasons.append("its public key is not the key's")
     subject = _wanted_subject(want.get("subject"))
     if subject is None:

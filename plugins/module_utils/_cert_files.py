@@ -12,11 +12,19 @@ from __future__ import annotations
 
 import stat as stat_module
 
-__all__ = ["describe_key", "read_files"]
+__all__ = ["describe_key", "public_key_pem", "read_files"]
 
 # cryptography's curve names to community.crypto's ``curve`` choices (the same strings for the
 # curves it offers, checked for the ones the roles use).
 _CURVES = {"secp256r1": "secp256r1", "secp384r1": "secp384r1", "secp521r1": "secp521r1"}
+
+
+def public_key_pem(public_key):
+    """A public key as PEM SubjectPublicKeyInfo text: the form the key and its certificate are
+    compared in (describe_key on the host, _cert_check on the controller)."""
+    from cryptography.hazmat.primitives import serialization
+
+    return public_key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
 
 
 def describe_key(pem):
@@ -27,11 +35,7 @@ def describe_key(pem):
 
     # the backend argument: required by the cryptography of older distributions (before 3.1), ignored since
     key = serialization.load_pem_private_key(pem, password=None, backend=default_backend())
-    public = (
-        key.public_key()
-        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-        .decode()
-    )
+    public = public_key_pem(key.public_key())
     if isinstance(key, rsa.RSAPrivateKey):
         return {"type": "RSA", "size": key.key_size, "curve": None, "public_key": public}
     if isinstance(key, ec.EllipticCurvePrivateKey):

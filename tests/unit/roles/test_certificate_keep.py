@@ -6,6 +6,7 @@ or anything that cannot be compared, is a reason and community.crypto's modules 
 from __future__ import annotations
 
 import datetime
+import ipaddress
 import os
 import stat
 
@@ -97,8 +98,17 @@ CA_KEY = ec.generate_private_key(ec.SECP256R1())
 CA_NAME = _name(O="test", CN="test CA")
 CA = issue(CA_NAME, CA_KEY, CA_NAME, CA_KEY, ca=True, days=1825)
 LEAF_KEY = ec.generate_private_key(ec.SECP256R1())
-LEAF_SANS = [x509.DNSName("localhost"), x509.IPAddress(__import__("ipaddress").ip_address("127.0.0.1"))]
-LEAF = issue(_name(CN="localhost"), LEAF_KEY, CA_NAME, CA_KEY, sans=LEAF_SANS, eku=[ExtendedKeyUsageOID.SERVER_AUTH])
+LEAF_SANS = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+
+
+def server_leaf(key=LEAF_KEY, signer=CA_KEY, **options):
+    """The server certificate WANT describes (CN and SANs localhost, serverAuth), CA_NAME as issuer."""
+    return issue(
+        _name(CN="localhost"), key, CA_NAME, signer, sans=LEAF_SANS, eku=[ExtendedKeyUsageOID.SERVER_AUTH], **options
+    )
+
+
+LEAF = server_leaf()
 WANT = {
     "subject": {"CN": "localhost"},
     "sans": ["DNS:localhost", "IP:127.0.0.1"],
@@ -148,9 +158,7 @@ def test_a_certificate_of_another_key_another_ca_or_an_unsigned_copy_is_not_kept
     assert "its public key is not the key's" in reissue_reasons(facts(LEAF, other_key, CA), WANT)
     # another CA with the same name: the issuer matches, the signature does not
     impostor_key = ec.generate_private_key(ec.SECP256R1())
-    forged = issue(
-        _name(CN="localhost"), LEAF_KEY, CA_NAME, impostor_key, sans=LEAF_SANS, eku=[ExtendedKeyUsageOID.SERVER_AUTH]
-    )
+    forged = server_leaf(signer=impostor_key)
     assert reissue_reasons(facts(forged, LEAF_KEY, CA), WANT) == ["it was not signed by the CA"]
     other_ca = issue(_name(CN="other CA"), impostor_key, _name(CN="other CA"), impostor_key, ca=True)
     assert reissue_reasons(facts(LEAF, LEAF_KEY, other_ca), WANT) == ["it was not issued by the CA (issuer)"]
@@ -162,27 +170,11 @@ def test_a_certificate_of_another_key_another_ca_or_an_unsigned_copy_is_not_kept
 
 def test_extensions_the_csr_has_not_and_criticality_are_differences():
     extra = [x509.TLSFeature([x509.TLSFeatureType.status_request])]
-    cert = issue(
-        _name(CN="localhost"),
-        LEAF_KEY,
-        CA_NAME,
-        CA_KEY,
-        sans=LEAF_SANS,
-        eku=[ExtendedKeyUsageOID.SERVER_AUTH],
-        extra=extra,
-    )
+    cert = server_leaf(extra=extra)
     assert any(
         r.startswith("it has extensions the CSR has not") for r in reissue_reasons(facts(cert, LEAF_KEY, CA), WANT)
     )
-    critical = issue(
-        _name(CN="localhost"),
-        LEAF_KEY,
-        CA_NAME,
-        CA_KEY,
-        sans=LEAF_SANS,
-        eku=[ExtendedKeyUsageOID.SERVER_AUTH],
-        san_critical=True,
-    )
+    critical = server_leaf(san_critical=True)
     assert reissue_reasons(facts(critical, LEAF_KEY, CA), WANT) == ["its SANs are not the CSR's"]
 
 
@@ -221,7 +213,7 @@ def test_owner_and_group_by_name_or_number():
 
 def test_rsa_keys_are_compared_by_size():
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    cert = issue(_name(CN="localhost"), key, CA_NAME, CA_KEY, sans=LEAF_SANS, eku=[ExtendedKeyUsageOID.SERVER_AUTH])
+    cert = server_leaf(key=key)
     want = {**WANT, "key_type": "RSA", "key_size": 2048}
     assert reissue_reasons(facts(cert, key, CA), want) == []
     assert reissue_reasons(facts(cert, key, CA), {**want, "key_size": 3072}) == ["the key has 2048 bits, not 3072"]
