@@ -17,13 +17,15 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 PYTEST_ARGS ?=
 
-.PHONY: help venv collection system-deps test lint sanity unit integration bench live-bench scale-bench clean
+.PHONY: help venv collection system-deps test lint sanity unit oldest unit-oldest sanity-oldest integration bench \
+  live-bench scale-bench clean
 
 help:
 	@echo "make lab        start the local lab cluster (builds binaries once, cached)"
 	@echo "make lab-down   stop the lab and remove its state (make lab-status: processes, health, nodes)"
 	@echo "make test       run lint, sanity, unit and integration tests (what CI runs)"
 	@echo "make lint | sanity | unit | integration | bench"
+	@echo "make oldest     the unit and sanity tiers on the oldest ansible-core supported (requirements-oldest.txt)"
 	@echo "make live-bench the live placement replay on a lab of 8 workers (about an hour; docs/placement-benchmark.md)"
 	@echo "make scale-bench site.yml's cost per node and per object on labs of 4 to 32 hosts (docs/site.md)"
 
@@ -48,6 +50,21 @@ collection: $(COLL_LINK)
 
 venv: $(DEPS) collection
 
+# The oldest ansible-core meta/runtime.yml accepts, with the `ansible` release built for it (and so
+# its kubernetes.core and community.crypto): the unit and sanity tiers run on it too (make oldest).
+# Everything else is requirements.txt and requirements-dev.txt, as in .venv.
+OLDEST_VENV := .venv-oldest
+OLDEST_BIN  := $(OLDEST_VENV)/bin
+OLDEST_DEPS := $(OLDEST_VENV)/.deps-installed
+
+$(OLDEST_BIN)/python:
+	@python=$$(scripts/find-python.sh) && echo "creating $(OLDEST_VENV) with $$python" && "$$python" -m venv $(OLDEST_VENV)
+
+$(OLDEST_DEPS): $(OLDEST_BIN)/python $(DEPS) requirements.txt requirements-dev.txt requirements-oldest.txt
+	$(BIN)/uv pip install --python $(OLDEST_BIN)/python --quiet --compile-bytecode \
+	  -r requirements.txt -r requirements-dev.txt --override requirements-oldest.txt
+	@touch $@
+
 $(SYSDEPS): system-packages.txt
 	scripts/install-system-deps.sh
 	@mkdir -p $(dir $@) && touch $@
@@ -69,6 +86,18 @@ sanity: venv system-deps
 	cd .cache/sanity/ansible_collections/poweraware/k8s && \
 	  $(CURDIR)/$(BIN)/ansible-test sanity --venv --python 3.12 --color no
 
+# The unit and sanity tiers on the oldest ansible-core we support (requirements-oldest.txt).
+oldest: unit-oldest sanity-oldest
+
+unit-oldest: $(OLDEST_DEPS) collection system-deps
+	$(OLDEST_BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+
+sanity-oldest: $(OLDEST_DEPS) collection system-deps
+	$(OLDEST_BIN)/python scripts/ansible_test_pip_bootstrap.py .cache/pip-bootstrap
+	$(OLDEST_BIN)/python scripts/stage_collection.py .cache/sanity-oldest
+	cd .cache/sanity-oldest/ansible_collections/poweraware/k8s && \
+	  $(CURDIR)/$(OLDEST_BIN)/ansible-test sanity --venv --python 3.12 --color no
+
 # system-deps: the lab's node kernels need libfuse3 and the rules tests promtool (they fail, not skip,
 # without them).
 unit: venv system-deps
@@ -81,7 +110,7 @@ integration: venv system-deps
 # lint, sanity and unit are independent and mostly single-threaded: side by side (each target's
 # output printed whole when it ends), behind the integration tests: after the standalone tests, at
 # the lowest CPU priority, once the lab tests' CPU-bound start is over (scripts/integration.py).
-CHECKS = $(MAKE) --no-print-directory -j3 --output-sync=target lint sanity unit
+CHECKS = $(MAKE) --no-print-directory -j3 --output-sync=target lint sanity unit unit-oldest sanity-oldest
 test: venv system-deps
 	$(BIN)/python scripts/integration.py --checks "$(CHECKS)" $(PYTEST_ARGS)
 
@@ -102,7 +131,7 @@ scale-bench: venv system-deps
 	$(BIN)/python benchmarks/site_scale.py --data "$(SHARED_DATA)"
 
 clean:
-	rm -rf .cache/sanity tests/output .pytest_cache .ruff_cache
+	rm -rf .cache/sanity .cache/sanity-oldest tests/output .pytest_cache .ruff_cache
 
 # Capability-specific targets (lab, ...) live in mk/*.mk.
 -include $(sort $(wildcard mk/*.mk))

@@ -39,7 +39,17 @@ PREFIX = pathlib.Path("ansible_collections/poweraware/k8s")
 MUTANTS = STAGE / "mutants"
 # Never staged: the virtual environment, caches (which hold the collection link back to the repository),
 # version control and mutmut's own output.
-SKIP = {".venv", ".cache", ".git", "mutants", ".hypothesis", ".pytest_cache", ".ruff_cache", "__pycache__"}
+SKIP = {
+    ".venv",
+    ".venv-oldest",
+    ".cache",
+    ".git",
+    "mutants",
+    ".hypothesis",
+    ".pytest_cache",
+    ".ruff_cache",
+    "__pycache__",
+}
 
 KILLED = {1, 3, 36, 24, -24, 152, 255, 37}  # a failing test, pytest internal error, timeout, type check
 NOT_RUN = {None, 2, 34}  # not checked yet, interrupted, skipped

@@ -34,6 +34,12 @@ try:  # ansible-core 2.19+ (what its own package and service actions use)
 except ImportError:  # pragma: no cover - older cores
     _apply_action_arg_defaults = None
 
+try:  # ansible-core 2.19+: template text is rendered only when marked as trusted
+    from ansible.template import trust_as_template
+except ImportError:  # pragma: no cover - older cores render kubernetes.core's way
+    trust_as_template = None
+
+from ansible.errors import AnsibleActionFail
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.utils.display import Display
 from ansible_collections.poweraware.k8s.plugins.module_utils._dry_run import FACT, classify, plan_from, planned_in
@@ -68,6 +74,40 @@ class ActionModule(_K8sAction):
             return super().run(tmp, task_vars)
         finally:
             self._task.action, self._task.args = action, args
+
+    def load_template(self, template, new_module_args, task_vars):
+        """Render `template` as kubernetes.core 6.x does, through the templar's public API.
+
+        kubernetes.core's own load_template reads and sets the templar's Jinja `environment`, which
+        ansible-core 2.19 deprecates (an error from 2.23), and deep-copies every task variable for
+        each file (which, through hostvars, also re-creates plugin loaders: a second deprecation).
+        Here a copy of the templar renders each file with the file's overrides (trim_blocks on by
+        default, as kubernetes.core and the template module have it); the arguments, the search path
+        and the result (definition; template dropped when no definition was given) are
+        kubernetes.core's, by its own helpers.
+        """
+        if trust_as_template is None:  # pragma: no cover - ansible-core < 2.19
+            return super().load_template(template, new_module_args, task_vars)
+        if isinstance(template, (str, dict)):
+            template = [template]
+        elif not isinstance(template, list):
+            return super().load_template(template, new_module_args, task_vars)  # its own message
+        items = [self.get_template_args(element) for element in template]
+        templar = self._templar.copy_with_new_env(available_variables=task_vars)
+        definitions = []
+        for item in items:
+            overrides = _template_overrides(item)
+            with self.get_template_data(item["path"]) as data:
+                rendered = templar.template(
+                    trust_as_template(data),
+                    preserve_trailing_newlines=True,
+                    escape_backslashes=False,
+                    overrides=overrides,
+                )
+            definitions.extend(_as_list(rendered or ""))
+        if not self._task.args.get("definition"):
+            new_module_args.pop("template", None)
+        new_module_args["definition"] = definitions
 
     def _execute_module(self, module_name=None, module_args=None, task_vars=None, **kwargs):
         module_args = module_args if module_args is not None else dict(self._task.args)
@@ -182,6 +222,33 @@ def _as_list(definition):
     if isinstance(definition, dict):
         return [definition]
     return [d for d in definition if d is not None]
+
+
+# The per-file options of kubernetes.core's `template` that are Jinja settings (path is not).
+_JINJA_OPTIONS = (
+    "newline_sequence",
+    "variable_start_string",
+    "variable_end_string",
+    "block_start_string",
+    "block_end_string",
+    "trim_blocks",
+    "lstrip_blocks",
+)
+_NEWLINES = {"\\n": "\n", "\\r": "\r", "\\r\\n": "\r\n"}
+
+
+def _template_overrides(item):
+    """The Jinja overrides of one `template` entry; an escaped newline_sequence read as the newline."""
+    overrides = {key: item[key] for key in _JINJA_OPTIONS if item.get(key) is not None}
+    newline = _NEWLINES.get(overrides.get("newline_sequence"), overrides.get("newline_sequence"))
+    if newline is not None and newline not in ("\n", "\r", "\r\n"):
+        raise AnsibleActionFail(
+            f"template {item['path']}: newline_sequence {newline!r} is not a line break; "
+            "use \\n, \\r or \\r\\n (as in kubernetes.core.k8s)."
+        )
+    if newline is not None:
+        overrides["newline_sequence"] = newline
+    return overrides
 
 
 def _fact(task_vars):

@@ -27,7 +27,6 @@ carries the stripped prefix never matches anything in TAS, so it is reported wit
 
 from __future__ import annotations
 
-import copy
 import re
 
 __all__ = [
@@ -70,6 +69,20 @@ _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-
 # Kubernetes label value: empty, or up to 63 alphanumerics with -_. inside.
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+
+
+def _plain_copy(value):
+    """A deep copy as plain dicts and lists. Filters are given ansible-core's lazy containers, whose
+    own deep copy clones the templar with its plugin loaders (ansible-core 2.19+ then prints
+    "Instantiating filter PluginLoader with aliases is deprecated", an error from 2.25); this copies
+    the data only."""
+    if isinstance(value, dict):
+        return {key: _plain_copy(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain_copy(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_plain_copy(item) for item in value)
+    return value
 
 
 def adapter_metric_name(series, prefix="node_"):
@@ -242,7 +255,7 @@ def normalize_policy(policy):
     """
     if not isinstance(policy, dict):
         return policy
-    policy = copy.deepcopy(policy)
+    policy = _plain_copy(policy)
     spec = policy.get("spec")
     strategies = spec.get("strategies") if isinstance(spec, dict) else None
     if not isinstance(strategies, dict):
@@ -351,7 +364,7 @@ def _policy_object(entry, default_namespace):
             + _type_name(entry)
         )
     if "spec" in entry or "metadata" in entry:  # as TAS's README and `kubectl apply -f` files write it
-        policy = copy.deepcopy(entry)
+        policy = _plain_copy(entry)
         policy.setdefault("apiVersion", API_VERSION)
         policy.setdefault("kind", KIND)
         metadata = policy.get("metadata")
@@ -372,7 +385,7 @@ def _policy_object(entry, default_namespace):
         "apiVersion": API_VERSION,
         "kind": KIND,
         "metadata": {"name": entry.get("name"), "namespace": namespace, "labels": dict(MANAGED_LABELS)},
-        "spec": {"strategies": copy.deepcopy(entry.get("strategies"))},
+        "spec": {"strategies": _plain_copy(entry.get("strategies"))},
     }
 
 

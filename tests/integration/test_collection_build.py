@@ -34,6 +34,7 @@ EXCLUDED = [
     ".coverage",
     ".cache",
     ".venv",
+    ".venv-oldest",
     ".ruff_cache",
     ".ci",
     "lab",
@@ -48,6 +49,7 @@ EXCLUDED = [
     "pyproject.toml",
     "requirements.txt",
     "requirements-dev.txt",
+    "requirements-oldest.txt",
     "system-packages.txt",
     "site.yml",
 ]
@@ -58,6 +60,7 @@ SALT = [
     ".coverage",
     ".cache/collections/x",
     ".venv/bin/python",
+    ".venv-oldest/bin/python",
     ".ruff_cache/CACHEDIR.TAG",
     "tests/output/site_timings.json",
     "roles/nfd/__pycache__/x.cpython-312.pyc",

@@ -45,6 +45,15 @@ def test_full_converge(site):
     assert all(result.recap[h]["changed"] > 0 for h in result.recap), result.recap
 
 
+def test_no_deprecation_warning_in_any_run(site):
+    # What ansible-core deprecates is an error a few releases on (2.23, 2.25): a converge, a re-run
+    # and a dry run on the newest ansible-core we support print none (Display writes them to stderr).
+    for name in ("converge", "rerun", "check"):
+        run = site[name]
+        found = [line for line in (run.stdout + run.stderr).splitlines() if "DEPRECATION WARNING" in line]
+        assert not found, (name, found)
+
+
 def test_controller_untouched(site):
     before, after = site["controller"]
     print(f"PROOF controller digests before {before} after {after}")

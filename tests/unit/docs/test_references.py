@@ -13,7 +13,17 @@ import pytest
 import yaml
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
-SKIP_DIRS = {".git", ".venv", ".cache", ".pytest_cache", ".hypothesis", ".ruff_cache", ".ansible", "output"}
+SKIP_DIRS = {
+    ".git",
+    ".venv",
+    ".venv-oldest",
+    ".cache",
+    ".pytest_cache",
+    ".hypothesis",
+    ".ruff_cache",
+    ".ansible",
+    "output",
+}
 SUFFIXES = {".py", ".md", ".yml", ".yaml", ".j2", ".cfg", ".toml", ".txt", ".rst"}
 THIS = pathlib.Path(__file__).resolve()
 
