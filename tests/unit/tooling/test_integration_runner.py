@@ -78,6 +78,7 @@ def test_the_standalone_modules_are_the_ones_that_bring_their_own_hosts():
     assert sorted(_standalone_modules()) == [
         "test_collectd_rapl.py",
         "test_collection_build.py",
+        "test_k8s_client_pythons.py",
         "test_node_power.py",
         "test_prometheus_rules.py",
         "test_scheduler_config_versions.py",
