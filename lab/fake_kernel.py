@@ -111,7 +111,10 @@ _CPUIDLE = re.compile(r"^devices/system/cpu/cpu\d+/cpuidle/state\d+/(\w+)$")
 _UNCORE = re.compile(r"^devices/system/cpu/intel_uncore_frequency/([^/]+)/(\w+)$")
 # zones are resolved to where the kernel keeps them (class/powercap only links there); a sub-zone is
 # nested in its package's directory
-_POWERCAP = re.compile(r"^devices/virtual/powercap/intel-rapl/(?:intel-rapl:\d+/)?(intel-rapl(?::\d+)+)/(\w+)$")
+# zone ids are hexadecimal ("%s:%x" in powercap_sys.c): intel-rapl:a is the 11th top-level zone
+_POWERCAP = re.compile(
+    r"^devices/virtual/powercap/intel-rapl/(?:intel-rapl:[0-9a-f]+/)?(intel-rapl(?::[0-9a-f]+)+)/(\w+)$"
+)
 _POWERCAP_RW = re.compile(r"^(constraint_\d+_(power_limit_uw|time_window_us)|enabled)$")
 POWER_UNIT_UW = 125000  # 1/8 W, MSR_RAPL_POWER_UNIT bits 3:0 = 3 on most parts
 TIME_UNIT_US = 976  # 1/1024 s, MSR_RAPL_POWER_UNIT bits 19:16 = 10
@@ -272,7 +275,7 @@ class FakeKernel(SysfsAccessor):
         marker = pathlib.Path(self.root, ".poweraware-fake-sysfs.json")
         if marker.is_file() and json.loads(marker.read_text())["shape"].get("powercap") == "locked":
             powercap = pathlib.Path(self.root, "class/powercap")
-            self.locked_zones = {z.name for z in powercap.iterdir() if re.match(r"^intel-rapl:\d+$", z.name)}
+            self.locked_zones = {z.name for z in powercap.iterdir() if re.match(r"^intel-rapl:[0-9a-f]+$", z.name)}
         self.uncore_bounds = {}  # TPMI: package id -> {"min": ratio, "max": ratio} set by package-level writes
         self.policies = {}
         pol_dir = cpu_dir / "cpufreq"

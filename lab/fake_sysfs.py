@@ -270,8 +270,11 @@ def _rapl(root: pathlib.Path, packages, tdp_w, energy_mode, kind="rapl"):
     control.mkdir(parents=True, exist_ok=True)
     _put(control / "enabled", 1)
     zones: list[pathlib.Path] = []
+    # A zone's directory is "<parent>:%x" of the id the powercap class hands out in registration
+    # order (powercap_sys.c powercap_register_zone: idr_alloc, then dev_set_name("%s:%x")): the 11th
+    # top-level zone is intel-rapl:a. intel_rapl_common registers the packages first, then psys.
     for pkg in range(packages):
-        zone = control / f"intel-rapl:{pkg}"
+        zone = control / f"intel-rapl:{pkg:x}"
         zones.append(zone)
         _put(zone / "name", f"package-{pkg}", 0o444)
         _put(zone / "enabled", 1)
@@ -286,13 +289,13 @@ def _rapl(root: pathlib.Path, packages, tdp_w, energy_mode, kind="rapl"):
         if kind in ("rapl_pl2", "locked"):
             # a BIOS-locked limit reads as disabled (intel_rapl_common.c get_domain_enable)
             _rapl_constraints(zone, tdp_w, 0 if kind == "locked" else 1)
-        sub = zone / f"intel-rapl:{pkg}:0"
+        sub = zone / f"intel-rapl:{pkg:x}:0"
         zones.append(sub)
         _put(sub / "name", "dram", 0o444)
         _put(sub / "energy_uj", 4242 + pkg, energy_mode)
         _put(sub / "max_energy_range_uj", 65712999613, 0o444)
     if kind != "energy_only":
-        psys = control / f"intel-rapl:{packages}"
+        psys = control / f"intel-rapl:{packages:x}"
         zones.append(psys)
         _put(psys / "name", "psys", 0o444)
         _put(psys / "energy_uj", 987654, energy_mode)

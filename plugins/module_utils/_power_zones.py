@@ -10,9 +10,10 @@ role ships it beside the plugin. So it imports nothing but the standard library.
 Sources, in order of preference (``find_power_source``):
 
 * RAPL powercap (Documentation/power/powercap/powercap.rst): top-level zones
-  ``intel-rapl:N`` whose ``name`` is ``package-N`` or ``package-N-die-M``; ``psys`` and other
-  non-package zones are skipped, as are sub-zones (``intel-rapl:N:M``: core, uncore, dram) and
-  the ``intel-rapl-mmio:N`` duplicates of the package zones. ``energy_uj`` wraps at
+  ``intel-rapl:N`` (``N`` hexadecimal, in registration order) whose ``name`` is ``package-N``
+  or ``package-N-die-M``; ``psys`` and other non-package zones are skipped, as are sub-zones
+  (``intel-rapl:N:M``: core, uncore, dram) and the ``intel-rapl-mmio:N`` duplicates of the
+  package zones. ``energy_uj`` wraps at
   ``max_energy_range_uj``; it is root-only since Linux 5.10 (CVE-2020-8694).
 * hwmon ``amd_energy`` (drivers/hwmon/amd_energy.c, Linux 5.8-5.12, and AMD's out-of-tree
   module): ``energyN_input`` in microjoules with labels ``Esocket<N>`` (one per socket) and
@@ -31,7 +32,10 @@ import re
 
 # Top-level RAPL control zones only: "intel-rapl:0", not sub-zones ("intel-rapl:0:1", core/uncore/
 # dram) and not the MMIO interface ("intel-rapl-mmio:0"), which reports the same package again.
-RAPL_ZONE_DIR = re.compile(r"^intel-rapl:(\d+)$")
+# The id is hexadecimal: powercap_sys.c names each zone "%s:%x" of the id it hands out in
+# registration order, so the 11th top-level zone is "intel-rapl:a" (nodes with over ten packages
+# or dies). Which package a zone measures is its ``name``, never its number.
+RAPL_ZONE_DIR = re.compile(r"^intel-rapl:([0-9a-f]+)$")
 RAPL_PACKAGE_NAME = re.compile(r"^package-(\d+)(?:-die-(\d+))?$")
 AMD_ENERGY_SOCKET = re.compile(r"^Esocket(\d+)$")
 # Labels of platform hwmon sensors that measure the CPU / SoC package (case-insensitive).
@@ -78,7 +82,7 @@ def zone_label(package, die=None):
 
 
 def discover_rapl_zones(fs, powercap_dir):
-    """RAPL zones under ``powercap_dir``, in directory order: (package zones, skipped zones).
+    """RAPL zones under ``powercap_dir``: (package zones by package and die, skipped zones).
 
     Each package zone is a dict ``{zone, path, name, package, die}``; skipped zones (``psys``
     and anything not named like a package) are ``{zone, name}``. Zones whose ``name`` cannot
@@ -102,6 +106,8 @@ def discover_rapl_zones(fs, powercap_dir):
             skipped.append({"zone": entry, "name": name})
             continue
         zones.append({"zone": entry, "path": path, "name": name, "package": parsed[0], "die": parsed[1]})
+    # by package and die, not by directory: listing order puts intel-rapl:10 (the 17th) before :2
+    zones.sort(key=lambda zone: (zone["package"], -1 if zone["die"] is None else zone["die"]))
     return zones, skipped
 
 

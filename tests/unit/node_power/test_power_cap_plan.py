@@ -251,6 +251,17 @@ def test_read_powercap_of_the_kernel_model(make_node):
     }
 
 
+def test_a_node_with_more_than_ten_packages_has_every_zone_and_caps_the_eleventh(make_node):
+    # The kernel names zones "%x" of their registration order (powercap_sys.c): on twelve packages
+    # the 11th and 12th are intel-rapl:a and intel-rapl:b, and psys intel-rapl:c.
+    node = make_node("intel_idle_uncore", packages=12)
+    info = pc.read_powercap(SysfsAccessor(str(node.sys)))
+    assert [(z["zone"], z["package"]) for z in info["zones"]] == [(f"intel-rapl:{p:x}", p) for p in range(12)]
+    plan = pc.plan_power_cap(info, {"watts": 100, "packages": [10, 11]})
+    assert plan["problems"] == []
+    assert sorted({w["path"].split("/")[2] for w in plan["writes"]}) == ["intel-rapl:a", "intel-rapl:b"]
+
+
 def test_read_powercap_skips_a_constraint_without_a_limit_and_reads_odd_values_as_none(make_node):
     node = make_node("intel_idle_uncore")
     rapl = node.sys / "devices/virtual/powercap/intel-rapl/intel-rapl:0"

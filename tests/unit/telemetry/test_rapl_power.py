@@ -96,6 +96,16 @@ def test_discovery_multi_die_and_many_packages(tmp_path):
     assert [(z.package, z.die) for z in zones] == [(p, d) for p in range(4) for d in range(2)]
 
 
+def test_discovery_finds_zones_the_kernel_numbers_in_hex(tmp_path):
+    # powercap_sys.c names a zone "%s:%x" of its registration order: a 16-package node has
+    # intel-rapl:0 .. intel-rapl:f (and psys intel-rapl:10), the lab's kernel model likewise.
+    from lab import fake_sysfs
+
+    sysfs = fake_sysfs.build_tree(tmp_path / "sys", "intel_idle_uncore", packages=16)
+    zones = rapl.discover_package_zones(str(sysfs / "devices/virtual/powercap/intel-rapl"))
+    assert [(z.package, pathlib.Path(z.path).name) for z in zones] == [(p, f"intel-rapl:{p:x}") for p in range(16)]
+
+
 def test_discovery_missing_root_is_empty(tmp_path):
     assert rapl.discover_package_zones(str(tmp_path / "absent")) == []
 
