@@ -44,6 +44,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.utils.display import Display
 from ansible_collections.poweraware.k8s.plugins.module_utils._dry_run import FACT, classify, plan_from, planned_in
 from ansible_collections.poweraware.k8s.plugins.module_utils._wait_progress import (
+    REPORT_EVERY,
     Steps,
     goal,
     label,
@@ -175,10 +176,14 @@ class ActionModule(_K8sAction):
         wanted = goal(module_args.get("wait_condition"), state)
         host = (task_vars or {}).get("inventory_hostname", "")
         labels = [label(d, module_args.get("namespace")) for d in definitions]
-        steps = Steps(len(definitions))
+        # Without a condition the task waits for readiness, which for a Deployment is its rollout.
+        steps = Steps(len(definitions), rollout=state == "present" and not module_args.get("wait_condition"))
+        pause = max(1, int(module_args.get("wait_sleep") or 5))
         started = time.monotonic()
+        reported = 0.0
         while True:
-            remaining = total - (time.monotonic() - started)
+            step_started = time.monotonic()
+            remaining = total - (step_started - started)
             run = [definitions[i] for i in steps.pending]
             result = super()._execute_module(
                 module_name=module_name,
@@ -196,16 +201,22 @@ class ActionModule(_K8sAction):
             results = result.get("result", {}).get("results", []) if len(run) != 1 else [result]
             if len(results) != len(run):
                 return result  # a List kind was expanded: the module's answer stands
-            run_indices = list(steps.pending)
             waiting = steps.record(results)
             elapsed = time.monotonic() - started
             if not waiting or elapsed >= total:
                 break
+            if time.monotonic() - step_started < pause:
+                # the module called it ready at once (a rollout kubectl would still wait for): its poll
+                # interval before asking again, not a loop of module runs
+                time.sleep(min(pause, max(0.0, total - elapsed)))
+            if elapsed - reported < REPORT_EVERY:
+                continue  # one line per REPORT_EVERY seconds, however short the steps
+            reported = elapsed
             for index in waiting:
                 line = progress_line(
                     labels[index],
                     wanted,
-                    results[run_indices.index(index)],
+                    steps.results[index],
                     elapsed,
                     total,
                     state,

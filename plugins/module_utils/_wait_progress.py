@@ -38,6 +38,38 @@ def _num(value) -> int:
     return value if isinstance(value, int) else 0
 
 
+def rollout_pending(instance) -> str | None:
+    """What a Deployment's rollout still waits for, by `kubectl rollout status`'s rule; None when done.
+
+    kubernetes.core's Deployment predicate (waiter.deployment_ready) checks the observed generation
+    and that every replica is available, not that they are the new template's: right after a
+    template change the controller has observed the new generation while the old pod still counts
+    as available (strategy Recreate: it is being deleted and the new one does not exist yet), so the
+    module's wait ends before the rollout starts. kubectl's DeploymentStatusViewer
+    (k8s.io/kubectl/pkg/polymorphichelpers/rollout_status.go) also asks for every replica updated,
+    no old replica left and every updated one available; its words are kept.
+    """
+    if not isinstance(instance, dict) or instance.get("kind") != "Deployment":
+        return None
+    spec = instance.get("spec") or {}
+    status = instance.get("status") or {}
+    if spec.get("paused"):
+        return None  # a paused rollout does not progress: kubernetes.core's answer stands
+    generation = (instance.get("metadata") or {}).get("generation")
+    if isinstance(generation, int) and _num(status.get("observedGeneration")) < generation:
+        return "the deployment spec update to be observed"
+    wanted = spec.get("replicas", 1)
+    updated, total = _num(status.get("updatedReplicas")), _num(status.get("replicas"))
+    if isinstance(wanted, int) and updated < wanted:
+        return f"{updated} out of {wanted} new replicas have been updated"
+    if total > updated:
+        return f"{total - updated} old replicas are pending termination"
+    available = _num(status.get("availableReplicas"))
+    if available < updated:
+        return f"{available} of {updated} updated replicas are available"
+    return None
+
+
 def describe_status(instance, state: str = "present") -> str:
     """What the object's status says now, in words (`0 of 1 replicas available, 1 updated`)."""
     if state == "absent":
@@ -127,9 +159,12 @@ class Steps:
     step that changed it.
     """
 
-    def __init__(self, count: int):
+    def __init__(self, count: int, rollout: bool = False):
         self.results: list = [None] * count
         self.pending: list[int] = list(range(count))
+        # whether a Deployment the module calls ready also waits for its rollout (rollout_pending):
+        # a wait "to be ready", not one on a condition the task named
+        self.rollout = rollout
 
     def record(self, results: list[dict]) -> list[int]:
         """Take one step's results (in `pending` order); return the indices still waiting."""
@@ -137,12 +172,16 @@ class Steps:
         for index, result in zip(self.pending, results):
             earlier = self.results[index]
             merged = dict(result)
+            pending = self.rollout and not merged.get("error") and rollout_pending(merged.get("result"))
+            if pending:
+                # waited for like a wait that ran out: applied again, reported, and named if the time ends
+                merged["error"] = {"msg": f"{_TIMEOUT_MARK} (the rollout: {pending})", "result": merged["result"]}
             if earlier is not None:
                 merged["changed"] = bool(earlier.get("changed")) or bool(result.get("changed"))
                 if earlier.get("changed") and "diff" in earlier:
                     merged["diff"] = earlier["diff"]
             self.results[index] = merged
-            if is_timeout(result):
+            if is_timeout(merged):
                 waiting.append(index)
         if waiting:
             self.pending = [i for i in self.pending if i >= waiting[0]]

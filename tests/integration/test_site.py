@@ -148,6 +148,8 @@ def _containers_run_by_the_lab(core, workloads) -> tuple[dict, list]:
         pods = core.list_namespaced_pod(workload.metadata.namespace, label_selector=selector).items
         for pod in pods:
             specs = {c.name: c for c in pod.spec.containers}
+            if not pod.status.container_statuses:
+                problems.append(f"{name} pod {pod.metadata.name}: no container started ({pod.status.phase})")
             for status in pod.status.container_statuses or []:
                 where = f"{name} pod {pod.metadata.name} container {status.name}"
                 if not (status.container_id or "").startswith("lab://"):

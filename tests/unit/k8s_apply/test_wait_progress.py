@@ -16,6 +16,7 @@ from ansible_collections.poweraware.k8s.plugins.module_utils._wait_progress impo
     is_timeout,
     label,
     progress_line,
+    rollout_pending,
     step_length,
 )
 
@@ -142,20 +143,86 @@ def test_other_errors_keep_the_modules_message_and_continue_on_error_keeps_each_
     assert kept["result"]["results"][0]["error"]["msg"].startswith("Failed to apply")
 
 
+def deployment(generation=3, observed=3, replicas=1, updated=1, total=1, available=1, paused=False):
+    """A Deployment as the module returns it at the end of its wait (status counts as the controller sets them)."""
+    return {
+        "kind": "Deployment",
+        "metadata": {"name": "peaks", "namespace": "kube-system", "generation": generation},
+        "spec": {"replicas": replicas, "paused": paused, "strategy": {"type": "Recreate"}},
+        "status": {
+            "observedGeneration": observed,
+            "replicas": total,
+            "updatedReplicas": updated,
+            "availableReplicas": available,
+            "readyReplicas": available,
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    "instance, pending",
+    [
+        # Recreate, right after a template change: the new generation observed, the old pod still
+        # available and counted, no new one yet; kubernetes.core's predicate calls this ready
+        (deployment(updated=0), "0 out of 1 new replicas have been updated"),
+        (deployment(observed=2), "the deployment spec update to be observed"),
+        # RollingUpdate's surge: the new pod is there, the old one not gone yet
+        (deployment(total=2, available=2), "1 old replicas are pending termination"),
+        (deployment(available=0), "0 of 1 updated replicas are available"),
+        (deployment(replicas=3, updated=3, total=3, available=2), "2 of 3 updated replicas are available"),
+        (deployment(), None),
+        (deployment(replicas=0, updated=0, total=0, available=0), None),
+        (deployment(updated=0, paused=True), None),  # kubernetes.core's answer stands
+        ({"kind": "StatefulSet", "status": {}}, None),  # kubernetes.core's predicates check updated ones
+        ({"kind": "ConfigMap"}, None),
+        (None, None),
+    ],
+)
+def test_a_deployments_rollout_is_over_by_kubectls_rule(instance, pending):
+    assert rollout_pending(instance) == pending
+
+
+def test_a_deployment_ready_by_kubernetes_cores_check_waits_for_its_rollout_when_no_condition_was_named():
+    early = {"changed": True, "result": deployment(updated=0)}
+    steps = Steps(2, rollout=True)
+    assert steps.record([{"changed": False, "result": {"kind": "ConfigMap"}}, early]) == [1]
+    assert steps.pending == [1]
+    assert steps.record([{"changed": False, "result": deployment()}]) == []
+    final = steps.final(["cm", "Deployment kube-system/peaks"], "to be ready", 60, "present", keep_going=False)
+    assert not final.get("failed") and final["changed"]
+    # a wait on a condition the task named is the task's: the module's answer stands
+    assert Steps(1).record([early]) == []
+
+
+def test_a_rollout_that_does_not_end_fails_naming_what_it_still_waits_for():
+    steps = Steps(1, rollout=True)
+    steps.record([{"changed": False, "result": deployment(total=2, available=2)}])
+    final = steps.final(["Deployment kube-system/peaks"], "to be ready", 60, "present", keep_going=False)
+    assert final["failed"]
+    assert final["msg"].startswith("Deployment kube-system/peaks was not ready after 60 s (waited to be ready)")
+    assert "the rollout: 1 old replicas are pending termination" in final["msg"]
+
+
 class FakeModule:
     """kubernetes.core.k8s as the action sees it: answers in run_module's shapes, on a fake clock."""
 
     def __init__(self, answers):
         self.answers = list(answers)
         self.calls = []
+        self.sleeps = []
         self.now = 1000.0
+        self.instant = False  # a module that answers at once (its wait was satisfied)
 
     def monotonic(self):
         return self.now
 
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.now += seconds
+
     def __call__(self, _action, module_name=None, module_args=None, task_vars=None, **_kwargs):
         self.calls.append(module_args)
-        self.now += module_args["wait_timeout"]
+        self.now += 0.5 if self.instant else module_args["wait_timeout"]
         answer = self.answers.pop(0)
         if len(module_args["definition"]) == 1 and isinstance(answer, list):
             return answer[0]
@@ -180,6 +247,7 @@ def action(monkeypatch):
 
         monkeypatch.setattr(k8s_apply._K8sAction, "_execute_module", execute)
         monkeypatch.setattr(k8s_apply.time, "monotonic", fake.monotonic)
+        monkeypatch.setattr(k8s_apply.time, "sleep", fake.sleep)
         return fake
 
     return instance, run, shown
@@ -254,3 +322,17 @@ def test_a_module_that_cannot_start_fails_with_its_own_message(action):
 )
 def test_a_templated_wait_is_read_as_yaml_would(value, expected):
     assert k8s_apply._truthy(value) is expected
+
+
+def test_a_rollout_is_asked_about_again_after_the_modules_poll_interval_and_reported_every_step(action):
+    instance, run, shown = action
+    early = {"changed": False, "result": deployment(updated=0)}
+    fake = run([[{"changed": True}, early]] + [[early]] * 40 + [[{"changed": False, "result": deployment()}]])
+    fake.instant = True
+    args = {"definition": [CM, DEPLOY], "wait": True, "wait_timeout": 120, "wait_sleep": 2, "apply": True}
+    result = instance._wait_in_steps("kubernetes.core.k8s", args, {})
+    assert not result.get("failed") and result["changed"]
+    assert len(fake.calls) == 42 and set(fake.sleeps) == {2}  # the module's wait_sleep between two runs
+    # one line per REPORT_EVERY seconds (runs end 2.5 s apart, the last waiting one at 100.5 s), not one per run
+    assert [line.split("(")[1].split(" s of")[0] for line in shown] == ["20", "40", "60", "80", "100"]
+    assert shown[0].endswith("to be ready (20 s of 120 s): 1 of 1 replicas available, 0 updated")
