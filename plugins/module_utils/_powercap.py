@@ -16,14 +16,17 @@ drivers/powercap/intel_rapl_common.c):
 * Writes are converted to the hardware's power unit (1/8 W on most parts: the value is truncated
   to 125000 uW steps) and masked to the 15-bit field; the kernel does not compare the limit with
   ``max_power_uw`` - a limit above it is accepted and the hardware simply never reaches it. This
-  planner refuses limits above ``max_power_uw`` (and below ``min_power_uw`` where present).
+  planner refuses limits above ``max_power_uw`` and below ``min_power_uw`` where present. Nor is
+  there a lower bound (0.5 W on a 125 W package is written and throttles the package to a crawl);
+  intel_rapl reports no ``min_power_uw`` for package zones, so the floor there is FLOOR_FRACTION of
+  ``max_power_uw``, which ``allow_below_floor: true`` lifts (the zone's own minimum stays).
 * Time windows are encoded as 2^Y * (1 + F/4) time units (976 us): the value read back can differ
   by up to a quarter; read-back is judged with that resolution.
 * AMD exposes RAPL energy counters without power-limit constraints; hwmon-only machines have no
   powercap: the control says so and changes nothing.
 
-Request (``power_cap``): ``watts`` (required), ``time_window_us``, ``packages`` (package ids;
-default all), ``constraint`` (``long_term`` by default).
+Request (``power_cap``): ``watts`` (required, finite), ``time_window_us``, ``packages`` (package
+ids; default all), ``constraint`` (``long_term`` by default), ``allow_below_floor`` (false).
 
 Pure logic without Ansible imports; Python 3.9 compatible.
 """
@@ -31,13 +34,16 @@ Pure logic without Ansible imports; Python 3.9 compatible.
 from __future__ import annotations
 
 import errno
+import math
 import re
 
 from ansible_collections.poweraware.k8s.plugins.module_utils._power_zones import discover_rapl_zones
 from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import POWERCAP_DIR, _read_optional
 
 CONTROL = "power_cap"
-KEYS = ("watts", "time_window_us", "packages", "constraint")
+KEYS = ("watts", "time_window_us", "packages", "constraint", "allow_below_floor")
+# Without a min_power_uw, a limit under this share of max_power_uw is refused unless allow_below_floor.
+FLOOR_FRACTION = 0.25
 POWER_TOLERANCE_UW = 1000000  # read-back tolerance: the limit is truncated to the power unit (1/8 W typically)
 LOCKED_HINT = (
     "the RAPL power limit is locked by the BIOS/firmware (intel_rapl: 'locked by BIOS, monitoring only'); "
@@ -128,8 +134,9 @@ def check_spec(spec):
     watts = spec.get("watts")
     if watts is None:
         problems.append("power_cap.watts is required: the package power limit in watts, e.g. 150")
-    elif isinstance(watts, bool) or not isinstance(watts, (int, float)) or watts <= 0:
-        problems.append(f"power_cap.watts={watts!r} is not a power: give watts as a positive number, e.g. 150")
+    elif isinstance(watts, bool) or not isinstance(watts, (int, float)) or not math.isfinite(watts) or watts <= 0:
+        # (nan compares false with everything and inf has no microwatt value: both would crash the plan)
+        problems.append(f"power_cap.watts={watts!r} is not a power: give watts as a finite positive number, e.g. 150")
         watts = None
     window = _positive_int(
         spec, "time_window_us", problems, "a time window: give microseconds as a positive whole number, e.g. 1000000"
@@ -142,7 +149,13 @@ def check_spec(spec):
         problems.append(f"power_cap.packages={packages!r} is not a list of package ids, e.g. [0, 1]")
         packages = None
     constraint = spec.get("constraint") or "long_term"
+    allow_low = spec.get("allow_below_floor")
+    if allow_low is not None and not isinstance(allow_low, bool):
+        problems.append(f"power_cap.allow_below_floor={allow_low!r} is not a boolean: give true or false")
+        allow_low = None
     fields = {"watts": watts, "time_window_us": window, "packages": packages, "constraint": constraint}
+    if allow_low:
+        fields["allow_below_floor"] = True
     return fields, problems
 
 
@@ -161,6 +174,15 @@ def _check_zone(zone, con, fields, problems):
             f"power_cap.watts={fields['watts']:g} is below {where}'s {con['name']} min_power_uw "
             f"{con['min_power_uw'] / 1e6:g} W ({prefix}_min_power_uw); use at least {con['min_power_uw'] / 1e6:g}"
         )
+    elif not con["min_power_uw"] and con["max_power_uw"] and not fields.get("allow_below_floor"):
+        floor = con["max_power_uw"] * FLOOR_FRACTION
+        if uw < floor:
+            problems.append(
+                f"power_cap.watts={fields['watts']:g} is under a quarter of {where}'s {con['name']} max_power_uw "
+                f"{con['max_power_uw'] / 1e6:g} W ({prefix}_max_power_uw; the zone reports no min_power_uw): the "
+                f"package would be throttled far below its rating; use at least {floor / 1e6:g}, or set "
+                "power_cap.allow_below_floor: true if so low a cap is intended"
+            )
     window = fields["time_window_us"]
     lo, hi = con["min_time_window_us"], con["max_time_window_us"]
     if window is not None and ((lo and window < lo) or (hi and window > hi)):

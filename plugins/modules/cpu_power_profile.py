@@ -134,7 +134,9 @@ options:
     type: dict
     suboptions:
       watts:
-        description: The power limit in watts.
+        description:
+          - The power limit in watts (finite; at least a quarter of C(max_power_uw) unless
+            O(power_cap.allow_below_floor)).
         type: float
         required: true
       time_window_us:
@@ -149,6 +151,13 @@ options:
         type: str
         choices: [long_term, short_term]
         default: long_term
+      allow_below_floor:
+        description:
+          - Allow a limit under a quarter of the constraint's C(max_power_uw) on zones that report no
+            C(min_power_uw) (intel_rapl's package zones); without it such a limit is refused, as it throttles the
+            package far below its rating. A zone's own C(min_power_uw) is always the floor.
+        type: bool
+        default: false
   state:
     description:
       - V(present) applies the profile; V(absent) restores the original values recorded in O(state_file).
@@ -355,6 +364,7 @@ def run_module():
                     time_window_us=dict(type="int"),
                     packages=dict(type="list", elements="int"),
                     constraint=dict(type="str", choices=["long_term", "short_term"], default="long_term"),
+                    allow_below_floor=dict(type="bool", default=False),
                 ),
             ),
         ),

@@ -137,7 +137,31 @@ CATALOGUE = [
         "powercap_locked",
         {"cpus": "all"},
         {"power_cap": {"watts": 0}},
-        "power_cap.watts=0 is not a power: give watts as a positive number, e.g. 150",
+        "power_cap.watts=0 is not a power: give watts as a finite positive number, e.g. 150",
+    ),
+    (
+        # Ansible's float type reads "nan" as a float; the plan crashed on it (int(round(nan)))
+        "power-cap-nan",
+        "intel_idle_uncore",
+        {"cpus": "all"},
+        {"power_cap": {"watts": float("nan")}},
+        "power_cap.watts=nan is not a power: give watts as a finite positive number, e.g. 150",
+    ),
+    (
+        # the kernel writes it (no lower bound in intel_rapl) and the package crawls
+        "power-cap-under-the-floor",
+        "intel_idle_uncore",
+        {"cpus": "all"},
+        {"power_cap": {"watts": 0.5}},
+        (
+            "power_cap.watts=0.5 is under a quarter of intel-rapl:0 (package-0)'s long_term max_power_uw 125 W "
+            "(constraint_0_max_power_uw; the zone reports no min_power_uw): the package would be throttled far "
+            "below its rating; use at least 31.25, or set power_cap.allow_below_floor: true if so low a cap is "
+            "intended; power_cap.watts=0.5 is under a quarter of intel-rapl:1 (package-1)'s long_term "
+            "max_power_uw 125 W (constraint_0_max_power_uw; the zone reports no min_power_uw): the package would "
+            "be throttled far below its rating; use at least 31.25, or set power_cap.allow_below_floor: true if "
+            "so low a cap is intended"
+        ),
     ),
     (
         "power-cap-without-watts",

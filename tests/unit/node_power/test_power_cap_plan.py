@@ -171,7 +171,7 @@ def test_the_plan_of_a_machine_without_power_limits_changes_nothing():
     # a bad request is refused first, whatever the machine
     refused = pc.plan_power_cap({"available": False, "zones": []}, {"watts": 0})
     assert refused["messages"] == [] and refused["problems"] == [
-        "power_cap.watts=0 is not a power: give watts as a positive number, e.g. 150"
+        "power_cap.watts=0 is not a power: give watts as a finite positive number, e.g. 150"
     ]
 
 
@@ -184,12 +184,15 @@ def test_the_plan_of_a_machine_without_power_limits_changes_nothing():
         ),
         (
             {"watts": 100, "window": 1, "zone": 0},
-            ["power_cap has unknown key(s) window, zone; allowed: watts, time_window_us, packages, constraint"],
+            [
+                "power_cap has unknown key(s) window, zone; allowed: watts, time_window_us, packages, constraint, "
+                "allow_below_floor"
+            ],
         ),
         ({}, ["power_cap.watts is required: the package power limit in watts, e.g. 150"]),
-        ({"watts": True}, ["power_cap.watts=True is not a power: give watts as a positive number, e.g. 150"]),
-        ({"watts": "150"}, ["power_cap.watts='150' is not a power: give watts as a positive number, e.g. 150"]),
-        ({"watts": -1.5}, ["power_cap.watts=-1.5 is not a power: give watts as a positive number, e.g. 150"]),
+        ({"watts": True}, ["power_cap.watts=True is not a power: give watts as a finite positive number, e.g. 150"]),
+        ({"watts": "150"}, ["power_cap.watts='150' is not a power: give watts as a finite positive number, e.g. 150"]),
+        ({"watts": -1.5}, ["power_cap.watts=-1.5 is not a power: give watts as a finite positive number, e.g. 150"]),
         (
             {"watts": 1, "time_window_us": 0},
             [
@@ -210,6 +213,20 @@ def test_the_plan_of_a_machine_without_power_limits_changes_nothing():
                 "power_cap.time_window_us=1.5 is not a time window: give microseconds as a positive whole number, "
                 "e.g. 1000000"
             ],
+        ),
+        # Ansible's float type reads "nan" and "inf" as floats: without the check the plan crashed
+        # (int(round(nan)) raises ValueError, inf OverflowError)
+        (
+            {"watts": float("nan")},
+            ["power_cap.watts=nan is not a power: give watts as a finite positive number, e.g. 150"],
+        ),
+        (
+            {"watts": float("inf")},
+            ["power_cap.watts=inf is not a power: give watts as a finite positive number, e.g. 150"],
+        ),
+        (
+            {"watts": 100, "allow_below_floor": "yes"},
+            ["power_cap.allow_below_floor='yes' is not a boolean: give true or false"],
         ),
         ({"watts": 1, "packages": 0}, ["power_cap.packages=0 is not a list of package ids, e.g. [0, 1]"]),
         (
@@ -306,3 +323,35 @@ def test_the_maximum_is_shown_in_watts_to_six_digits():
         "(constraint_0_max_power_uw): the kernel would accept it but the hardware would never reach it; "
         "use at most 100.001"
     ]
+
+
+def test_a_cap_under_a_quarter_of_the_maximum_is_refused_unless_allowed_where_the_zone_has_no_minimum():
+    """intel_rapl reports no min_power_uw for package zones and the kernel writes any limit (0.5 W on
+    a 125 W package throttles it to a crawl): the floor is a quarter of max_power_uw there."""
+    info = {"available": True, "zones": [zone(0, LONG), zone(1, LONG)]}
+
+    def plan(**spec):
+        return pc.plan_power_cap(info, spec)
+
+    assert plan(watts=31.25)["problems"] == []  # the floor itself is allowed
+    low = plan(watts=0.5)
+    assert low["problems"] == [
+        f"power_cap.watts=0.5 is under a quarter of intel-rapl:{p} (package-{p})'s long_term max_power_uw 125 W "
+        "(constraint_0_max_power_uw; the zone reports no min_power_uw): the package would be throttled far below "
+        "its rating; use at least 31.25, or set power_cap.allow_below_floor: true if so low a cap is intended"
+        for p in (0, 1)
+    ]
+    allowed = plan(watts=0.5, allow_below_floor=True)
+    assert allowed["problems"] == []
+    assert [w["target"] for w in allowed["writes"] if w["path"].endswith("power_limit_uw")] == ["500000", "500000"]
+    # where the zone has a minimum, it is the floor, and allow_below_floor does not lift it
+    bounded = {"available": True, "zones": [zone(0, constraint(0, "long_term", max_power_uw=125000000,
+                                                               min_power_uw=5000000))]}  # fmt: skip
+    assert pc.plan_power_cap(bounded, {"watts": 6})["problems"] == []
+    assert pc.plan_power_cap(bounded, {"watts": 4, "allow_below_floor": True})["problems"] == [
+        "power_cap.watts=4 is below intel-rapl:0 (package-0)'s long_term min_power_uw 5 W "
+        "(constraint_0_min_power_uw); use at least 5"
+    ]
+    # no maximum reported: no floor to take a share of
+    open_ended = {"available": True, "zones": [zone(0, constraint(0, "long_term"))]}
+    assert pc.plan_power_cap(open_ended, {"watts": 0.5})["problems"] == []
