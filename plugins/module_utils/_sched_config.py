@@ -17,6 +17,7 @@ Pure logic, no Ansible import; Python 3.9 compatible (runs on the managed node).
 from __future__ import annotations
 
 import copy
+import ipaddress
 import re
 
 from ansible_collections.poweraware.k8s.plugins.module_utils._sched_version import (
@@ -188,7 +189,46 @@ def _tls_problems(ext, where):
         errors.append(f"{where}.tls needs both cert_file and key_file (a client certificate and its key) or neither")
     if ext["tls"] and ext.get("enable_https") is False:
         errors.append(f"{where}.tls is set but the extender is not https; use an https:// url_prefix")
+        return errors
+    # kube-scheduler's transport (pkg/scheduler/extender.go makeTransport, then client-go's
+    # transport.TLSConfigFor): a CA file with insecure stops kube-scheduler at start-up, and an https
+    # extender without a CA is called with verification off, silently (makeTransport sets Insecure).
+    if tls.get("insecure") and "ca_file" in tls:
+        errors.append(
+            f"{where}.tls has both insecure and ca_file, which kube-scheduler refuses at start-up (client-go: "
+            "'specifying a root certificates file with the insecure flag is not allowed'); fix: drop insecure "
+            "to verify the extender with ca_file, or drop ca_file"
+        )
+    if ext.get("enable_https") and "ca_file" not in tls and not tls.get("insecure"):
+        errors.append(
+            f"{where} is https without tls.ca_file: kube-scheduler would then call it without verifying its "
+            "certificate; fix: set tls.ca_file to the CA that signed the extender's serving certificate, or set "
+            "tls.insecure: true to accept an unverified extender"
+        )
+    name = tls.get("server_name")
+    if name is not None and not _server_name_ok(name):
+        errors.append(
+            f"{where}.tls.server_name {name!r} is not a host name or IP address (Go's TLS client verifies the "
+            "certificate against it and sends it as SNI); fix: give the name in the extender's certificate, "
+            "such as 'tas-service.telemetry-aware-scheduling.svc', without scheme, port or path"
+        )
     return errors
+
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", re.IGNORECASE)
+
+
+def _server_name_ok(name):
+    """A DNS name (RFC 1123 labels, 253 characters at most, an optional final dot) or an IP address."""
+    if not isinstance(name, str) or not name:
+        return False
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        pass
+    labels = name[:-1].split(".") if name.endswith(".") else name.split(".")
+    return len(name) <= 253 and all(_DNS_LABEL.match(label) for label in labels)
 
 
 def tls_directories(extenders):

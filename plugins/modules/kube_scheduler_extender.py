@@ -154,14 +154,18 @@ options:
             description: Key of O(extenders[].tls.cert_file).
             type: path
           ca_file:
-            description: CA bundle that verifies the extender's certificate.
+            description:
+              - CA bundle that verifies the extender's certificate. Required for an C(https://) extender unless
+                O(extenders[].tls.insecure) (kube-scheduler calls an https extender without a CA unverified).
             type: path
           insecure:
-            description: Do not verify the extender's certificate (testing only).
+            description:
+              - Do not verify the extender's certificate (testing only). Not together with
+                O(extenders[].tls.ca_file), which kube-scheduler refuses at start-up.
             type: bool
             default: false
           server_name:
-            description: Name to verify the extender's certificate against, when not the URL host.
+            description: Host name or IP address to verify the extender's certificate against, when not the URL host.
             type: str
   backup_dir:
     description:

@@ -65,7 +65,8 @@ def tls_files(extender: dict, pki: dict) -> dict:
     """The extender with its TLS files replaced by real PEM files (kube-scheduler reads them at start)."""
     out = copy.deepcopy(extender)
     if out.get("tls"):
-        out["tls"] = {"cert_file": pki["cert"], "key_file": pki["key"], "ca_file": pki["ca"]}
+        kept = {key: out["tls"][key] for key in ("insecure", "server_name") if key in out["tls"]}
+        out["tls"] = {**kept, "cert_file": pki["cert"], "key_file": pki["key"], "ca_file": pki["ca"]}
     return out
 
 
@@ -143,6 +144,15 @@ def refused_cases(version: str = "v1") -> list[Case]:
             files={USER_CONFIG_PATH: no_weight},
             refused_by_scheduler="must have a positive weight applied to it",
             refused_by_module="must have a positive weight applied to it",
+        ),
+        Case(
+            # client-go's transport rule, which kube-scheduler meets when it builds the extenders
+            "insecure-with-a-ca-file",
+            "merge/kubeadm-config-1.29.yaml",
+            [dict(LOOPBACK_EXTENDER, url_prefix="https://127.0.0.1:9443/scheduler", tls={"insecure": True})],
+            files={USER_CONFIG_PATH: bmra},
+            refused_by_scheduler="specifying a root certificates file with the insecure flag is not allowed",
+            refused_by_module="specifying a root certificates file with the insecure flag is not allowed",
         ),
         Case(
             "unknown-field",

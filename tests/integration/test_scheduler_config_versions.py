@@ -53,6 +53,7 @@ import time
 
 import pytest
 import yaml
+from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_config as sc
 from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_manifest as ms
 from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_version as sv
 from extender_server import make_ca
@@ -471,10 +472,16 @@ def test_every_generated_config_loads_as_intended_and_refusals_are_refused(
     refused = []
     for case in refused_cases(newest):
         case = dataclasses.replace(case, kubernetes_version=f"1.{release.minor}")
-        with pytest.raises(ms.ManifestError) as info:
-            plan(case, pki, None, kubeconfig=kubeconfig)
-        if case.refused_by_module not in str(info.value):
-            problems.append(f"refused {case.name}: the module's message lacks {case.refused_by_module!r}: {info.value}")
+        # the module refuses in its argument checks (normalize_extenders) or in its plan
+        _extenders, errors = sc.normalize_extenders([tls_files(e, pki) for e in case.extenders])
+        if errors:
+            message = "; ".join(errors)
+        else:
+            with pytest.raises(ms.ManifestError) as info:
+                plan(case, pki, None, kubeconfig=kubeconfig)
+            message = str(info.value)
+        if case.refused_by_module not in message:
+            problems.append(f"refused {case.name}: the module's message lacks {case.refused_by_module!r}: {message}")
         run = _write_config(binary, prefix, tmp_path / f"refused-{case.name}", unchecked_config(case, pki, kubeconfig))
         if run.code == 0:
             problems.append(f"refused {case.name} ({newest}): kube-scheduler {release.version} loaded it")

@@ -24,7 +24,8 @@ USER_CONFIG_PATH = "/etc/kubernetes/scheduler-config.yaml"
 TAS_URL = "https://tas-service.telemetry-aware-scheduling.svc.cluster.local:9001"
 
 # The extender TAS documents (deploy/extender-configuration/scheduler-config.yaml), with a
-# client certificate issued by the role instead of the copied cluster CA key.
+# client certificate issued by the role instead of the copied cluster CA key, and the CA that
+# verifies TAS (TAS's example has none: kube-scheduler then calls it without verification).
 TAS_EXTENDER = {
     "url_prefix": TAS_URL,
     "filter_verb": "scheduler/filter",
@@ -33,7 +34,11 @@ TAS_EXTENDER = {
     "ignorable": True,
     "http_timeout": "5s",
     "managed_resources": [{"name": "telemetry/scheduling", "ignored_by_scheduler": True}],
-    "tls": {"cert_file": "/etc/kubernetes/pki/tas/client.crt", "key_file": "/etc/kubernetes/pki/tas/client.key"},
+    "tls": {
+        "cert_file": "/etc/kubernetes/pki/tas/client.crt",
+        "key_file": "/etc/kubernetes/pki/tas/client.key",
+        "ca_file": "/etc/kubernetes/pki/tas/ca.crt",
+    },
 }
 
 # An extender on loopback without TLS: no extra mount, no DNS policy.

@@ -22,4 +22,5 @@ def node(tmp_path):
     tls.mkdir(parents=True)
     (tls / "client.crt").write_text("cert")
     (tls / "client.key").write_text("key")
+    (tls / "ca.crt").write_text("ca")
     return root

@@ -22,9 +22,68 @@ def _one(**kw):
 
 
 def test_valid_minimal_defaults():
-    exts, errors = _one()
+    exts, errors = _one(url_prefix="http://127.0.0.1:9001/scheduler")
     assert errors == []
-    assert exts[0]["weight"] == 1 and exts[0]["enable_https"] is True and exts[0]["tls"] is None
+    assert exts[0]["weight"] == 1 and exts[0]["enable_https"] is False and exts[0]["tls"] is None
+    exts, errors = _one(tls={"ca_file": "/etc/kubernetes/pki/tas/ca.crt"})
+    assert errors == [] and exts[0]["enable_https"] is True
+    assert exts[0]["tls"] == {"ca_file": "/etc/kubernetes/pki/tas/ca.crt", "insecure": False}
+
+
+# kube-scheduler's transport rules (pkg/scheduler/extender.go makeTransport; client-go's
+# transport.TLSConfigFor): each refused here is what kube-scheduler refuses at start-up or does silently.
+@pytest.mark.parametrize(
+    ("tls", "message"),
+    [
+        (
+            None,
+            "extenders[0] is https without tls.ca_file: kube-scheduler would then call it without verifying its "
+            "certificate; fix: set tls.ca_file to the CA that signed the extender's serving certificate, or set "
+            "tls.insecure: true to accept an unverified extender",
+        ),
+        (
+            {"cert_file": "/p/c.crt", "key_file": "/p/c.key"},
+            "extenders[0] is https without tls.ca_file: kube-scheduler would then call it without verifying its "
+            "certificate; fix: set tls.ca_file to the CA that signed the extender's serving certificate, or set "
+            "tls.insecure: true to accept an unverified extender",
+        ),
+        (
+            {"ca_file": "/p/ca.crt", "insecure": True},
+            "extenders[0].tls has both insecure and ca_file, which kube-scheduler refuses at start-up (client-go: "
+            "'specifying a root certificates file with the insecure flag is not allowed'); fix: drop insecure to "
+            "verify the extender with ca_file, or drop ca_file",
+        ),
+        (
+            {"ca_file": "/p/ca.crt", "server_name": "https://tas.ns.svc:9001"},
+            "extenders[0].tls.server_name 'https://tas.ns.svc:9001' is not a host name or IP address (Go's TLS "
+            "client verifies the certificate against it and sends it as SNI); fix: give the name in the extender's "
+            "certificate, such as 'tas-service.telemetry-aware-scheduling.svc', without scheme, port or path",
+        ),
+    ],
+)
+def test_tls_that_kube_scheduler_refuses_or_would_not_verify_is_refused(tls, message):
+    _exts, errors = _one(**({"tls": tls} if tls else {}))
+    assert errors == [message]
+
+
+@pytest.mark.parametrize(
+    "tls",
+    [
+        {"insecure": True},  # explicit: the user accepts an unverified extender
+        {"insecure": True, "server_name": "tas.ns.svc"},
+        {"ca_file": "/p/ca.crt", "server_name": "tas-service.telemetry-aware-scheduling.svc."},
+        {"ca_file": "/p/ca.crt", "server_name": "10.96.0.10"},
+        {"ca_file": "/p/ca.crt", "server_name": "fd00::a"},
+    ],
+)
+def test_verified_or_explicitly_unverified_https_is_accepted(tls):
+    assert _one(tls=tls)[1] == []
+
+
+@pytest.mark.parametrize("name", ["a b", "tas.ns.svc:9001", "-tas.ns", "tas..ns", "x" * 64 + ".ns", "tas/ns", "ü.ns"])
+def test_server_names_go_could_not_verify_are_refused(name):
+    errors = _one(tls={"ca_file": "/p/ca.crt", "server_name": name})[1]
+    assert len(errors) == 1 and errors[0].startswith(f"extenders[0].tls.server_name {name!r} is not a host name")
 
 
 @pytest.mark.parametrize(
@@ -283,7 +342,7 @@ def test_url_host(url, host):
 
 
 def test_normalize_extenders_messages_name_the_entry_and_the_fix():
-    ok = {"url_prefix": "https://a.ns.svc:1", "filter_verb": "f"}
+    ok = {"url_prefix": "https://a.ns.svc:1", "filter_verb": "f", "tls": {"ca_file": "/ca.crt"}}
     bad = {
         "url_prefix": "https://b.ns.svc:65536",
         "enable_https": False,

@@ -160,6 +160,7 @@ def test_golden_structure(case: Case):
             assert tas["tlsConfig"] == {
                 "certFile": "/etc/kubernetes/pki/tas/client.crt",
                 "keyFile": "/etc/kubernetes/pki/tas/client.key",
+                "caFile": "/etc/kubernetes/pki/tas/ca.crt",
             }
 
 

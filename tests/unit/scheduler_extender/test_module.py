@@ -106,7 +106,13 @@ def test_backup_retention(node):
         ({"legacy_policy": True}, "removed the scheduler Policy API"),
         ({"extenders": [dict(TAS_EXTENDER, weight=0)]}, "weight must be a positive integer"),
         (
-            {"extenders": [dict(TAS_EXTENDER, tls={"cert_file": "/nope/c.crt", "key_file": "/nope/c.key"})]},
+            {
+                "extenders": [
+                    dict(
+                        TAS_EXTENDER, tls={"cert_file": "/nope/c.crt", "key_file": "/nope/c.key", "ca_file": "/nope/ca"}
+                    )
+                ]
+            },
             "does not exist",
         ),
         ({"backup_keep": 0}, "backup_keep must be at least 1"),
