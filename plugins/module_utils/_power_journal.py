@@ -17,14 +17,67 @@ import copy
 import json
 import os
 
+from ansible_collections.poweraware.k8s.plugins.module_utils._cpu_topology import MANAGED_ATTRS
 from ansible_collections.poweraware.k8s.plugins.module_utils._cpulist import CpuListError, format_cpulist, parse_cpulist
 from ansible_collections.poweraware.k8s.plugins.module_utils._node_files import atomic_write
-from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import PowerError
+from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import CPU_DIR, POWERCAP_DIR, PowerError
 
 DEFAULT_STATE_FILE = "/var/lib/poweraware/cpu_power_state.json"
 STATE_VERSION = 1
 # how a state file that cannot be used is to be handled, said by every refusal of one
 REPAIR = "it holds the original CPU settings: repair it or move it away (originals then become the current values)"
+
+
+# The sysfs directories whose attributes the journal may name (cpufreq policies, cpuidle states and the
+# uncore under devices/system/cpu; RAPL zones under class/powercap), and the controls that record them.
+# A restore writes a recorded original back as root: a path outside these, absolute or with "..",
+# would make it write anywhere.
+JOURNAL_DIRS = (CPU_DIR + "/", POWERCAP_DIR + "/")
+CONTROLS = ("cstates", "uncore", "power_cap")
+
+
+def _sysfs_path_problem(path):
+    """Why ``path`` is not a root-relative attribute under JOURNAL_DIRS (None when it is)."""
+    if not isinstance(path, str) or not path:
+        return f"{path!r} is not a path"
+    parts = path.split("/")
+    if path.startswith("/") or any(part in ("", ".", "..") for part in parts) or "\0" in path:
+        return f"{path!r} is not a plain path relative to the sysfs root"
+    if not path.startswith(JOURNAL_DIRS):
+        return f"{path!r} is outside {' and '.join(d.rstrip('/') for d in JOURNAL_DIRS)}"
+    return None
+
+
+def _original_problem(value):
+    return None if value is None or isinstance(value, str) else f"original is {value!r}, not a sysfs value (a string)"
+
+
+def _attribute_problems(attributes):
+    """What is wrong with the ``attributes`` of a loaded state file (every problem, [] when none)."""
+    if not isinstance(attributes, dict):
+        return [f"attributes is {type(attributes).__name__}, not a mapping of sysfs path to its original"]
+    problems = []
+    for path, entry in sorted(attributes.items(), key=lambda kv: str(kv[0])):
+        where = f"attribute {path!r}"
+        bad_path = _sysfs_path_problem(path)
+        if bad_path:
+            problems.append(f"{where}: path {bad_path}")
+        if not isinstance(entry, dict):
+            problems.append(f"{where} is {type(entry).__name__}, not a mapping")
+            continue
+        if entry.get("control") not in CONTROLS:
+            problems.append(f"{where}: control is {entry.get('control')!r}, not one of {', '.join(CONTROLS)}")
+        if not isinstance(entry.get("label"), str):
+            problems.append(f"{where}: label is {entry.get('label')!r}, not a string")
+        seq, cpu = entry.get("seq"), entry.get("cpu")
+        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+            problems.append(f"{where}: seq is {seq!r}, not the order number (1, 2, ...) it was recorded in")
+        if cpu is not None and (isinstance(cpu, bool) or not isinstance(cpu, int) or cpu < 0):
+            problems.append(f"{where}: cpu is {cpu!r}, not a CPU number or null")
+        original = _original_problem(entry.get("original"))
+        if original:
+            problems.append(f"{where}: {original}")
+    return problems
 
 
 def _policy_problems(policies):
@@ -46,8 +99,23 @@ def _policy_problems(policies):
                 parse_cpulist(cpus)
             except CpuListError as exc:
                 problems.append(f"policy {name}: cpus: {exc}")
-        if not isinstance(entry.get("original"), dict):
+        path = entry.get("path")
+        bad_path = _sysfs_path_problem(path) if path is not None else None
+        if bad_path or (path is not None and not path.startswith(CPU_DIR + "/")):
+            problems.append(f"policy {name}: path {bad_path or repr(path) + ' is not a cpufreq policy directory'}")
+        original = entry.get("original")
+        if not isinstance(original, dict):
             problems.append(f"policy {name}: original is not a mapping of attribute to value")
+            continue
+        for attr, value in sorted(original.items(), key=lambda kv: str(kv[0])):
+            # the restore writes <policy directory>/<attr>: only the attributes this module changes
+            if attr not in MANAGED_ATTRS:
+                problems.append(f"policy {name}: original names {attr!r}, not one of {', '.join(MANAGED_ATTRS)}")
+            elif _original_problem(value):
+                problems.append(f"policy {name}: {attr}: {_original_problem(value)}")
+        order = entry.get("order", [])
+        if not isinstance(order, list) or any(attr not in original for attr in order):
+            problems.append(f"policy {name}: order is {order!r}, not a list of the attributes in original")
     return problems
 
 
@@ -68,7 +136,7 @@ class StateStore:
             if not isinstance(loaded, dict) or loaded.get("version") != STATE_VERSION:
                 raise PowerError(f"state file {path} has an unknown format (expected version {STATE_VERSION})")
             loaded.setdefault("policies", {})
-            problems = _policy_problems(loaded["policies"])
+            problems = _policy_problems(loaded["policies"]) + _attribute_problems(loaded.get("attributes", {}))
             if problems:
                 # refused on load, before any plan reads a policy's CPUs: nothing is written
                 raise PowerError(f"state file {path} is damaged: {'; '.join(problems)}; {REPAIR}")

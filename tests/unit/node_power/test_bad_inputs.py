@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from ansible_collections.poweraware.k8s.plugins.module_utils import _power_apply as cf
 
@@ -249,4 +251,26 @@ def test_damaged_state_file_entry_refused(make_node):
             "CPU number (expected a form like '0-3,8,10-11'); it holds the original CPU settings: repair it or "
             "move it away (originals then become the current values)"
         )
+    assert node.digest() == before
+
+
+@pytest.mark.parametrize("escape", ["devices/system/cpu/../../../../outside.conf", "{base}/outside.conf"])
+def test_a_journal_path_out_of_the_sysfs_root_is_refused_before_a_restore_writes_there(make_node, escape):
+    """state=absent writes each recorded original back as root: an entry whose path leaves the
+    sysfs root (through "..", or absolute) is refused on load, and the file there is not touched
+    (the old journal check read only the policies part: the restore wrote 'restored' into it)."""
+    from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import SysfsAccessor
+
+    node = make_node("intel_pstate_active")
+    outside = node.base / "outside.conf"
+    outside.write_text("the user's file\n")
+    path = escape.format(base=node.base)
+    node.state_file.parent.mkdir(parents=True)
+    entry = {"control": "cstates", "cpu": None, "label": "C6 disable", "original": "restored", "seq": 1}
+    node.state_file.write_text(json.dumps({"version": 1, "policies": {}, "attributes": {path: entry}}))
+    before = node.digest()
+    with pytest.raises(cf.PowerError) as exc:
+        cf.restore_controls(SysfsAccessor(str(node.sys)), state_file=str(node.state_file))
+    assert str(exc.value).startswith(f"state file {node.state_file} is damaged: attribute {path!r}: path {path!r} ")
+    assert outside.read_text() == "the user's file\n"
     assert node.digest() == before

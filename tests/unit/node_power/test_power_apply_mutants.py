@@ -269,14 +269,15 @@ def test_fail_and_roll_back_reports_every_problem(monkeypatch):
 
 def test_run_steps_journals_originals_then_writes(tmp_path):
     store = StateStore(str(tmp_path / "state.json"))
-    acc = Acc({"a": "1", "b": "5"})
-    steps = [step("a", "2", "1", "A", cpu=0), step("b", "6", "5", "B")]
+    a, b = "devices/system/cpu/cpu0/cpuidle/state3/disable", "class/powercap/intel-rapl:a/enabled"
+    acc = Acc({a: "0", b: "0"})
+    steps = [dict(step(a, "1", "0", "A", cpu=0), control="cstates"), dict(step(b, "1", "0", "B"), control="power_cap")]
     pa.run_steps(acc, None, steps, store, {})
-    assert acc.writes == [("a", "2"), ("b", "6")]
+    assert acc.writes == [(a, "1"), (b, "1")]
     saved = StateStore(str(tmp_path / "state.json")).attributes
     assert saved == {
-        "a": {"control": "test", "cpu": 0, "label": "A", "original": "1", "seq": 1},
-        "b": {"control": "test", "cpu": None, "label": "B", "original": "5", "seq": 2},
+        a: {"control": "cstates", "cpu": 0, "label": "A", "original": "0", "seq": 1},
+        b: {"control": "power_cap", "cpu": None, "label": "B", "original": "0", "seq": 2},
     }
 
 

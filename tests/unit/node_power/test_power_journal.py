@@ -214,6 +214,88 @@ def test_a_damaged_policy_entry_is_refused_on_load_with_every_problem(tmp_path):
     assert StateStore(str(path)).policies == {"policy0": good}
 
 
+def test_a_damaged_attributes_part_is_refused_on_load_with_every_problem(tmp_path):
+    """The other controls' originals are written back as root by every restore: each entry is
+    checked on load (a path outside the sysfs directories the module manages, absolute or with
+    "..", would make the restore write there; a damaged entry gave tracebacks)."""
+    path = tmp_path / "state.json"
+    good = {"control": "cstates", "cpu": 0, "label": "CPU 0 C6 disable", "original": "0", "seq": 1}
+    cap = "class/powercap/intel-rapl:a/constraint_0_power_limit_uw"
+    attributes = {
+        "devices/system/cpu/cpu0/cpuidle/state3/disable": good,
+        cap: {**good, "control": "power_cap", "cpu": None, "original": None, "seq": 2},
+        "/etc/shadow": {**good, "seq": 3},
+        "devices/system/cpu/../../../etc/passwd": {**good, "seq": 4},
+        "class/hwmon/hwmon0/power1_cap": {**good, "seq": 5},
+        "devices/system/cpu/cpu1/cpuidle/state3/disable": {**good, "control": "cpufreq", "seq": True, "cpu": "1"},
+        "devices/system/cpu/cpu2/cpuidle/state3/disable": {"label": 7, "original": 0},
+        "devices/system/cpu/cpu3/cpuidle/state3/disable": [],
+    }
+    path.write_text(json.dumps({"version": 1, "policies": {}, "attributes": attributes}))
+    with pytest.raises(PowerError) as err:
+        StateStore(str(path))
+    assert str(err.value) == (
+        f"state file {path} is damaged: "
+        "attribute '/etc/shadow': path '/etc/shadow' is not a plain path relative to the sysfs root; "
+        "attribute 'class/hwmon/hwmon0/power1_cap': path 'class/hwmon/hwmon0/power1_cap' is outside "
+        "devices/system/cpu and class/powercap; "
+        "attribute 'devices/system/cpu/../../../etc/passwd': path 'devices/system/cpu/../../../etc/passwd' is not "
+        "a plain path relative to the sysfs root; "
+        "attribute 'devices/system/cpu/cpu1/cpuidle/state3/disable': control is 'cpufreq', not one of cstates, "
+        "uncore, power_cap; "
+        "attribute 'devices/system/cpu/cpu1/cpuidle/state3/disable': seq is True, not the order number (1, 2, ...) "
+        "it was recorded in; "
+        "attribute 'devices/system/cpu/cpu1/cpuidle/state3/disable': cpu is '1', not a CPU number or null; "
+        "attribute 'devices/system/cpu/cpu2/cpuidle/state3/disable': control is None, not one of cstates, uncore, "
+        "power_cap; "
+        "attribute 'devices/system/cpu/cpu2/cpuidle/state3/disable': label is 7, not a string; "
+        "attribute 'devices/system/cpu/cpu2/cpuidle/state3/disable': seq is None, not the order number (1, 2, ...) "
+        "it was recorded in; "
+        "attribute 'devices/system/cpu/cpu2/cpuidle/state3/disable': original is 0, not a sysfs value (a string); "
+        "attribute 'devices/system/cpu/cpu3/cpuidle/state3/disable' is list, not a mapping" + DAMAGE
+    )
+    path.write_text(json.dumps({"version": 1, "attributes": ["x"]}))
+    with pytest.raises(PowerError) as err:
+        StateStore(str(path))
+    assert str(err.value) == (
+        f"state file {path} is damaged: attributes is list, not a mapping of sysfs path to its original" + DAMAGE
+    )
+    kept = {k: v for k, v in attributes.items() if k.endswith(("state3/disable", "limit_uw")) and v in (good,)}
+    kept[cap] = attributes[cap]
+    path.write_text(json.dumps({"version": 1, "attributes": kept}))
+    assert StateStore(str(path)).attributes == kept
+
+
+def test_a_policy_entry_naming_a_file_the_module_does_not_change_is_refused(tmp_path):
+    """A policy restore writes <policy directory>/<attribute> for each recorded original: only the
+    four cpufreq attributes the module changes, with string values, in a cpufreq directory."""
+    path = tmp_path / "state.json"
+    good = {"path": "devices/system/cpu/cpufreq/policy0", "cpus": "0", "original": {}, "order": []}
+    path.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "policies": {
+                    "policy0": {**good, "original": {"../../../../../etc/cron.d/x": "* * * * * root sh"}},
+                    "policy1": {**good, "path": "/etc", "original": {"scaling_max_freq": 3000000}},
+                    "policy2": {**good, "path": "class/powercap/intel-rapl:0", "order": ["scaling_governor"]},
+                },
+            }
+        )
+    )
+    with pytest.raises(PowerError) as err:
+        StateStore(str(path))
+    assert str(err.value) == (
+        f"state file {path} is damaged: "
+        "policy policy0: original names '../../../../../etc/cron.d/x', not one of scaling_min_freq, "
+        "scaling_max_freq, scaling_governor, energy_performance_preference; "
+        "policy policy1: path '/etc' is not a plain path relative to the sysfs root; "
+        "policy policy1: scaling_max_freq: original is 3000000, not a sysfs value (a string); "
+        "policy policy2: path 'class/powercap/intel-rapl:0' is not a cpufreq policy directory; "
+        "policy policy2: order is ['scaling_governor'], not a list of the attributes in original" + DAMAGE
+    )
+
+
 def test_restore_saved_puts_a_snapshot_back_and_writes_it(tmp_path):
     path = tmp_path / "state.json"
     store = StateStore(str(path))
