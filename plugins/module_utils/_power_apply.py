@@ -114,8 +114,10 @@ def _write_policy(acc, topo, item, journal, tolerance_khz):
     return readback
 
 
-def _rollback(acc, topo, touched, tolerance_khz):
-    """Return touched policies to the values read at the start of the run, newest first."""
+def _rollback(acc, topo, touched, tolerance_khz, failed=None):
+    """Return touched policies to the values read at the start of the run, newest first.
+
+    ``failed`` (a list) receives (policy name, attribute) of each write back that failed."""
     problems = []
     restored = 0
     for item in reversed(touched):
@@ -132,7 +134,37 @@ def _rollback(acc, topo, touched, tolerance_khz):
                 restored += 1
             except OSError as exc:
                 problems.append(f"{pol['name']}/{attr}={value}: {_describe_oserror(exc)}")
+                if failed is not None:
+                    failed.append((pol["name"], attr))
     return restored, problems
+
+
+def _keep_unrestored(store, snapshot, failed_attrs=(), failed_paths=()):
+    """The state file to go back to after a rollback: ``snapshot`` (before this run) plus the
+    originals this run recorded for what could not be written back. Those attributes stay changed,
+    so their originals must stay for state=absent (a plain snapshot would forget them for good)."""
+    if not failed_attrs and not failed_paths:
+        return snapshot
+    kept = copy.deepcopy(snapshot)
+    for name, attr in failed_attrs:
+        entry = store.policies.get(name)
+        if not entry or attr not in entry["original"]:
+            continue
+        target = kept.setdefault("policies", {}).setdefault(
+            name, {"path": entry["path"], "cpus": entry["cpus"], "original": {}, "order": []}
+        )
+        if attr not in target["original"]:
+            target["original"][attr] = entry["original"][attr]
+            target["order"].append(attr)
+    for path in failed_paths:
+        entry = store.attributes.get(path)
+        if entry is not None:
+            kept.setdefault("attributes", {}).setdefault(path, copy.deepcopy(entry))
+    return kept
+
+
+def _kept_note(store, failed):
+    return f"; their originals stay in {store.path}: state=absent restores them" if store is not None and failed else ""
 
 
 def execute(acc, topo, plan, store=None, check_mode=False, record=True):
@@ -165,15 +197,20 @@ def execute(acc, topo, plan, store=None, check_mode=False, record=True):
                 if res["item"] is item:
                     res["after"].update(readback)
     except ApplyError as exc:
-        restored, problems = _rollback(acc, topo, touched, plan["tolerance_khz"])
-        if store is not None and snapshot is not None and store.data != snapshot:
+        failed = []
+        restored, problems = _rollback(acc, topo, touched, plan["tolerance_khz"], failed)
+        if store is not None and snapshot is not None:
+            back = _keep_unrestored(store, snapshot, failed)
             try:
-                store.restore_saved(snapshot)
+                if store.data != back:
+                    store.restore_saved(back)
             except OSError as err:
                 problems.append(f"state file {store.path}: {err}")
+                failed = []
         if problems:
             raise ApplyError(
                 f"{exc}; rollback FAILED for: {'; '.join(problems)} - check these attributes by hand"
+                + _kept_note(store, failed)
             ) from exc
         raise ApplyError(
             f"{exc}; rolled back the {restored} value(s) this run had changed, nothing else was touched"
@@ -331,8 +368,9 @@ def _write_steps(acc, steps, journal):
         step["after"] = got
 
 
-def _rollback_steps(acc, journal):
-    """Write back the values read before this run, newest first."""
+def _rollback_steps(acc, journal, failed=None):
+    """Write back the values read before this run, newest first (``failed`` receives the paths
+    whose write back failed)."""
     restored = 0
     problems = []
     for step in reversed(journal):
@@ -343,22 +381,32 @@ def _rollback_steps(acc, journal):
             restored += 1
         except OSError as exc:
             problems.append(f"{step['path']}={step['current']}: {_describe_oserror(exc)}")
+            if failed is not None:
+                failed.append(step["path"])
     return restored, problems
 
 
 def _fail_and_roll_back(acc, topo, exc, journal, pstate_items, tolerance_khz, store, snapshot):
-    restored, problems = _rollback_steps(acc, journal)
+    failed_paths, failed_attrs = [], []
+    restored, problems = _rollback_steps(acc, journal, failed_paths)
     if pstate_items:
-        count, more = _rollback(acc, topo, pstate_items, tolerance_khz)
+        count, more = _rollback(acc, topo, pstate_items, tolerance_khz, failed_attrs)
         restored += count
         problems.extend(more)
-    if store is not None and store.data != snapshot:
+    kept = failed_paths or failed_attrs
+    if store is not None:
+        back = _keep_unrestored(store, snapshot, failed_attrs, failed_paths)
         try:
-            store.restore_saved(snapshot)
+            if store.data != back:
+                store.restore_saved(back)
         except OSError as err:
             problems.append(f"state file {store.path}: {err}")
+            kept = False
     if problems:
-        raise ApplyError(f"{exc}; rollback FAILED for: {'; '.join(problems)} - check these attributes by hand") from exc
+        raise ApplyError(
+            f"{exc}; rollback FAILED for: {'; '.join(problems)} - check these attributes by hand"
+            + _kept_note(store, kept)
+        ) from exc
     raise ApplyError(
         f"{exc}; rolled back the {restored} value(s) this run had changed, nothing else was touched"
     ) from exc

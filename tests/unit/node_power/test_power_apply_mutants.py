@@ -213,6 +213,14 @@ class Store:
         self.fail = fail
         self.restored = []
 
+    @property
+    def policies(self):
+        return self.data.get("policies", {})
+
+    @property
+    def attributes(self):
+        return self.data.get("attributes", {})
+
     def restore_saved(self, snapshot):
         if self.fail:
             raise OSError(errno.EROFS, "Read-only file system")
@@ -223,7 +231,7 @@ class Store:
 def test_fail_and_roll_back_counts_steps_and_policies(monkeypatch):
     calls = []
 
-    def rollback(acc, topo, items, tolerance_khz):
+    def rollback(acc, topo, items, tolerance_khz, failed=None):
         calls.append((acc, topo, items, tolerance_khz))
         return 3, []
 
@@ -305,7 +313,7 @@ def test_run_steps_failure_rolls_back_writes_and_the_state_file(tmp_path):
 def recorded_rollback(monkeypatch):
     calls = []
 
-    def rollback(acc, topo, items, tolerance_khz):
+    def rollback(acc, topo, items, tolerance_khz, failed=None):
         calls.append((acc, topo, items, tolerance_khz))
         return 1, []
 

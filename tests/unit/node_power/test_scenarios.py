@@ -320,12 +320,55 @@ def test_missing_attribute_fails_and_is_not_created(make_node):
     assert not victim.exists()
 
 
-def test_rollback_failure_is_reported(make_node):
+def test_rollback_failure_is_reported_and_keeps_the_original_of_what_stayed_changed(make_node):
+    """A write back that fails leaves its attribute changed: its original stays in the state file,
+    so state=absent restores it later (the journal used to go back to the run's start and forget it:
+    absent then said changed=false and the EPP stayed 'power')."""
     node = make_node("intel_pstate_active")
+    pristine = node.digest()
     node.kernel.fail_write("policy1/energy_performance_preference", errno.EIO)
     node.kernel.fail_write("policy0/energy_performance_preference", errno.EIO, after=1)  # the rollback write
-    with pytest.raises(cf.ApplyError, match="rollback FAILED for: policy0/energy_performance_preference"):
+    with pytest.raises(cf.ApplyError) as exc:
         cf.apply_profile(node.kernel, request(cpus="0-1", epp="power"), state_file=str(node.state_file))
+    assert "rollback FAILED for: policy0/energy_performance_preference=balance_performance: EIO" in str(exc.value)
+    assert str(exc.value).endswith(f"; their originals stay in {node.state_file}: state=absent restores them")
+    assert node.policy("policy0", "energy_performance_preference") == "power"
+    kept = json.loads(node.state_file.read_text())["policies"]
+    assert {name: entry["original"] for name, entry in kept.items()} == {
+        "policy0": {"energy_performance_preference": "balance_performance"}
+    }
+    restored = cf.restore_profile(node.kernel, state_file=str(node.state_file))
+    assert restored["changed"] is True
+    assert node.policy("policy0", "energy_performance_preference") == "balance_performance"
+    node.state_file.unlink()
+    assert node.digest() == pristine
+
+
+def test_a_control_whose_rollback_fails_keeps_its_original_for_absent(make_node):
+    """The other controls likewise: C-state disables written, the power cap refused (BIOS lock), one
+    C-state's write back fails: that attribute's original stays, absent restores it."""
+    node = make_node("powercap_locked")
+    pristine = node.digest()
+    node.kernel.fail_write("cpu2/cpuidle/state3/disable", errno.EIO, after=1)  # its write back
+    with pytest.raises(cf.ApplyError) as exc:
+        cf.apply_controls(
+            node.kernel,
+            request(cpus="all"),
+            cstates={"disable": ["C6"]},
+            power_cap={"watts": 100},
+            state_file=str(node.state_file),
+        )
+    assert "rollback FAILED for: devices/system/cpu/cpu2/cpuidle/state3/disable=0: EIO" in str(exc.value)
+    assert str(exc.value).endswith(f"; their originals stay in {node.state_file}: state=absent restores them")
+    assert node.read("devices/system/cpu/cpu2/cpuidle/state3/disable") == "1"
+    kept = json.loads(node.state_file.read_text())["attributes"]
+    assert list(kept) == ["devices/system/cpu/cpu2/cpuidle/state3/disable"]
+    assert kept["devices/system/cpu/cpu2/cpuidle/state3/disable"]["original"] == "0"
+    restored = cf.restore_controls(node.kernel, state_file=str(node.state_file))
+    assert restored["changed"] is True
+    assert node.read("devices/system/cpu/cpu2/cpuidle/state3/disable") == "0"
+    node.state_file.unlink()
+    assert node.digest() == pristine
 
 
 def test_intel_pstate_status_never_written(make_node):
