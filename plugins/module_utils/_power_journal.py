@@ -123,6 +123,14 @@ class StateStore:
     """Original values, recorded once per attribute, in a JSON file replaced atomically."""
 
     def __init__(self, path):
+        if not isinstance(path, str) or not os.path.isabs(path):
+            # relative to whatever directory the run starts in: the boot unit and the next run would
+            # not find the originals this run records
+            raise PowerError(
+                f"state_file {path!r} is not an absolute path: the boot unit and later runs start elsewhere and "
+                "would not find the originals recorded there; give an absolute path such as "
+                f"{DEFAULT_STATE_FILE}"
+            )
         self.path = path
         self.data = {"version": STATE_VERSION, "policies": {}}
         self.existed = False

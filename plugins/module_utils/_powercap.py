@@ -148,6 +148,11 @@ def check_spec(spec):
     ):
         problems.append(f"power_cap.packages={packages!r} is not a list of package ids, e.g. [0, 1]")
         packages = None
+    elif packages is not None and len(packages) == 0:
+        # an empty list selects no zone: the run would succeed and cap nothing
+        problems.append("power_cap.packages is empty, which caps no package: omit it for every package or name "
+                        "them, e.g. [0, 1]")  # fmt: skip
+        packages = None
     constraint = spec.get("constraint") or "long_term"
     allow_low = spec.get("allow_below_floor")
     if allow_low is not None and not isinstance(allow_low, bool):

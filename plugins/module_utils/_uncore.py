@@ -165,6 +165,11 @@ def check_spec(spec):
     ):
         problems.append(f"uncore.packages={packages!r} is not a list of package ids, e.g. [0, 1]")
         packages = None
+    elif packages is not None and len(packages) == 0:
+        # an empty list selects no domain: the run would succeed and set nothing
+        problems.append("uncore.packages is empty, which sets no package: omit it for every package or name them, "
+                        "e.g. [0, 1]")  # fmt: skip
+        packages = None
     return bounds, packages, problems
 
 

@@ -164,6 +164,21 @@ CATALOGUE = [
         ),
     ),
     (
+        # an empty list selected no zone: the run succeeded and capped nothing
+        "power-cap-no-packages",
+        "intel_idle_uncore",
+        {"cpus": "all"},
+        {"power_cap": {"watts": 100, "packages": []}},
+        "power_cap.packages is empty, which caps no package: omit it for every package or name them, e.g. [0, 1]",
+    ),
+    (
+        "uncore-no-packages",
+        "intel_idle_uncore",
+        {"cpus": "all"},
+        {"uncore": {"max_pct": 50, "packages": []}},
+        "uncore.packages is empty, which sets no package: omit it for every package or name them, e.g. [0, 1]",
+    ),
+    (
         "power-cap-without-watts",
         "powercap_locked",
         {"cpus": "all"},

@@ -310,3 +310,15 @@ def test_restore_saved_puts_a_snapshot_back_and_writes_it(tmp_path):
     # the store works on a copy: changing it does not change the snapshot
     store.forget("policy0")
     assert list(snapshot["policies"]) == ["policy0"]
+
+
+@pytest.mark.parametrize("path", ["cpu_power_state.json", "var/lib/poweraware/cpu_power_state.json", "", None])
+def test_a_state_file_that_is_not_an_absolute_path_is_refused(path):
+    """The boot unit and later runs start in other directories: a relative state file would hide the
+    originals this run records from them (state=absent would find nothing)."""
+    with pytest.raises(PowerError) as err:
+        StateStore(path)
+    assert str(err.value) == (
+        f"state_file {path!r} is not an absolute path: the boot unit and later runs start elsewhere and would not "
+        "find the originals recorded there; give an absolute path such as /var/lib/poweraware/cpu_power_state.json"
+    )
