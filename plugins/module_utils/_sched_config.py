@@ -215,7 +215,7 @@ def _tls_problems(ext, where):
     return errors
 
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", re.IGNORECASE)
+_DNS_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", re.IGNORECASE)
 
 
 def _server_name_ok(name):
@@ -228,7 +228,8 @@ def _server_name_ok(name):
     except ValueError:
         pass
     labels = name[:-1].split(".") if name.endswith(".") else name.split(".")
-    return len(name) <= 253 and all(_DNS_LABEL.match(label) for label in labels)
+    # fullmatch: "$" would accept a label with a trailing newline (tests/unit/security)
+    return len(name) <= 253 and all(_DNS_LABEL.fullmatch(label) for label in labels)
 
 
 def tls_directories(extenders):

@@ -80,7 +80,9 @@ def test_verified_or_explicitly_unverified_https_is_accepted(tls):
     assert _one(tls=tls)[1] == []
 
 
-@pytest.mark.parametrize("name", ["a b", "tas.ns.svc:9001", "-tas.ns", "tas..ns", "x" * 64 + ".ns", "tas/ns", "ü.ns"])
+@pytest.mark.parametrize(
+    "name", ["a b", "tas.ns.svc\n", "tas.ns.svc:9001", "-tas.ns", "tas..ns", "x" * 64 + ".ns", "tas/ns", "ü.ns"]
+)
 def test_server_names_go_could_not_verify_are_refused(name):
     errors = _one(tls={"ca_file": "/p/ca.crt", "server_name": name})[1]
     assert len(errors) == 1 and errors[0].startswith(f"extenders[0].tls.server_name {name!r} is not a host name")

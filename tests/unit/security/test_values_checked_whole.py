@@ -62,12 +62,21 @@ def test_tas_policy_names_are_checked_whole(field, policy):
 
 
 def test_scheduler_extender_verbs_and_resource_prefixes_are_checked_whole():
-    good = [{"url_prefix": "https://tas.kube-system.svc:9001", "filter_verb": "scheduler/filter"}]
+    good = [
+        {
+            "url_prefix": "https://tas.kube-system.svc:9001",
+            "filter_verb": "scheduler/filter",
+            "tls": {"ca_file": "/etc/kubernetes/pki/tas/ca.crt", "server_name": "tas.kube-system.svc"},
+        }
+    ]
     assert _sched_config.normalize_extenders(copy.deepcopy(good))[1] == []
     bad = [{**good[0], "filter_verb": "scheduler/filter\n"}]
     assert _sched_config.normalize_extenders(bad)[1] == [
         "extenders[0].filter_verb must be a URL path such as 'scheduler/filter', got 'scheduler/filter\\n'"
     ]
+    bad_name = [{**good[0], "tls": {**good[0]["tls"], "server_name": "tas.kube-system.svc\n"}}]
+    errors = _sched_config.normalize_extenders(bad_name)[1]
+    assert len(errors) == 1 and errors[0].startswith("extenders[0].tls.server_name 'tas.kube-system.svc\\n' is not")
     assert _sched_config.extended_resource_name_problems("poweraware.io/power") == []
     assert _sched_config.extended_resource_name_problems("poweraware.io\n/power") == [
         "its prefix part 'poweraware.io\\n' is not a lower-case DNS subdomain of at most 253 characters"
