@@ -139,32 +139,16 @@ def _rollback(acc, topo, touched, tolerance_khz, failed=None):
     return restored, problems
 
 
-def _keep_unrestored(store, snapshot, failed_attrs=(), failed_paths=()):
-    """The state file to go back to after a rollback: ``snapshot`` (before this run) plus the
-    originals this run recorded for what could not be written back. Those attributes stay changed,
-    so their originals must stay for state=absent (a plain snapshot would forget them for good)."""
-    if not failed_attrs and not failed_paths:
-        return snapshot
-    kept = copy.deepcopy(snapshot)
-    for name, attr in failed_attrs:
-        entry = store.policies.get(name)
-        if not entry or attr not in entry["original"]:
-            continue
-        target = kept.setdefault("policies", {}).setdefault(
-            name, {"path": entry["path"], "cpus": entry["cpus"], "original": {}, "order": []}
-        )
-        if attr not in target["original"]:
-            target["original"][attr] = entry["original"][attr]
-            target["order"].append(attr)
-    for path in failed_paths:
-        entry = store.attributes.get(path)
-        if entry is not None:
-            kept.setdefault("attributes", {}).setdefault(path, copy.deepcopy(entry))
-    return kept
-
-
-def _kept_note(store, failed):
-    return f"; their originals stay in {store.path}: state=absent restores them" if store is not None and failed else ""
+def _rewind_journal(store, snapshot, problems, failed_attrs=(), failed_paths=()):
+    """Put the state file back after a rollback (keeping the originals of what stayed changed, see
+    StateStore.rewind); a failure to write it joins ``problems``. Returns the rollback message's
+    note on the kept originals (empty when nothing was kept)."""
+    try:
+        store.rewind(snapshot, failed_attrs, failed_paths)
+    except OSError as err:
+        problems.append(f"state file {store.path}: {err}")
+        return ""
+    return f"; their originals stay in {store.path}: state=absent restores them" if failed_attrs or failed_paths else ""
 
 
 def execute(acc, topo, plan, store=None, check_mode=False, record=True):
@@ -199,18 +183,10 @@ def execute(acc, topo, plan, store=None, check_mode=False, record=True):
     except ApplyError as exc:
         failed = []
         restored, problems = _rollback(acc, topo, touched, plan["tolerance_khz"], failed)
-        if store is not None and snapshot is not None:
-            back = _keep_unrestored(store, snapshot, failed)
-            try:
-                if store.data != back:
-                    store.restore_saved(back)
-            except OSError as err:
-                problems.append(f"state file {store.path}: {err}")
-                failed = []
+        note = _rewind_journal(store, snapshot, problems, failed) if store is not None else ""
         if problems:
             raise ApplyError(
-                f"{exc}; rollback FAILED for: {'; '.join(problems)} - check these attributes by hand"
-                + _kept_note(store, failed)
+                f"{exc}; rollback FAILED for: {'; '.join(problems)} - check these attributes by hand{note}"
             ) from exc
         raise ApplyError(
             f"{exc}; rolled back the {restored} value(s) this run had changed, nothing else was touched"
@@ -393,19 +369,10 @@ def _fail_and_roll_back(acc, topo, exc, journal, pstate_items, tolerance_khz, st
         count, more = _rollback(acc, topo, pstate_items, tolerance_khz, failed_attrs)
         restored += count
         problems.extend(more)
-    kept = failed_paths or failed_attrs
-    if store is not None:
-        back = _keep_unrestored(store, snapshot, failed_attrs, failed_paths)
-        try:
-            if store.data != back:
-                store.restore_saved(back)
-        except OSError as err:
-            problems.append(f"state file {store.path}: {err}")
-            kept = False
+    note = _rewind_journal(store, snapshot, problems, failed_attrs, failed_paths) if store is not None else ""
     if problems:
         raise ApplyError(
-            f"{exc}; rollback FAILED for: {'; '.join(problems)} - check these attributes by hand"
-            + _kept_note(store, kept)
+            f"{exc}; rollback FAILED for: {'; '.join(problems)} - check these attributes by hand{note}"
         ) from exc
     raise ApplyError(
         f"{exc}; rolled back the {restored} value(s) this run had changed, nothing else was touched"

@@ -203,6 +203,28 @@ class StateStore:
         self.saved = copy.deepcopy(self.data)
         self.existed = True
 
+    def rewind(self, snapshot, keep_policies=(), keep_paths=()):
+        """Go back to ``snapshot`` (the file before a failed run), keeping the originals this run
+        recorded for what it could not write back: ``keep_policies`` ((policy name, attribute)) and
+        ``keep_paths`` (attribute paths). Those stay changed, so their originals must stay for
+        state=absent (a plain snapshot would forget them for good). Writes only when that differs."""
+        kept = copy.deepcopy(snapshot)
+        for name, attr in keep_policies:
+            entry = self.policies.get(name)
+            if not entry or attr not in entry["original"]:
+                continue
+            target = kept.setdefault("policies", {}).setdefault(
+                name, {"path": entry["path"], "cpus": entry["cpus"], "original": {}, "order": []}
+            )
+            if attr not in target["original"]:
+                target["original"][attr] = entry["original"][attr]
+                target["order"].append(attr)
+        for path in keep_paths:
+            if path in self.attributes:
+                kept.setdefault("attributes", {}).setdefault(path, copy.deepcopy(self.attributes[path]))
+        if self.data != kept:
+            self.restore_saved(kept)
+
     def restore_saved(self, snapshot):
         self.data = copy.deepcopy(snapshot)
         self.save()

@@ -215,11 +215,9 @@ def _tls_problems(ext, where):
     return errors
 
 
-_DNS_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", re.IGNORECASE)
-
-
 def _server_name_ok(name):
-    """A DNS name (RFC 1123 labels, 253 characters at most, an optional final dot) or an IP address."""
+    """A DNS name (an RFC 1123 subdomain in any case, labels of 63 characters at most, 253 in all,
+    an optional final dot) or an IP address."""
     if not isinstance(name, str) or not name:
         return False
     try:
@@ -227,9 +225,13 @@ def _server_name_ok(name):
         return True
     except ValueError:
         pass
-    labels = name[:-1].split(".") if name.endswith(".") else name.split(".")
-    # fullmatch: "$" would accept a label with a trailing newline (tests/unit/security)
-    return len(name) <= 253 and all(_DNS_LABEL.fullmatch(label) for label in labels)
+    host = name[:-1] if name.endswith(".") else name
+    # fullmatch: "$" would accept a trailing newline (tests/unit/security)
+    return (
+        len(host) <= 253
+        and all(len(label) <= 63 for label in host.split("."))
+        and bool(_DNS1123_SUBDOMAIN.fullmatch(host.lower()))
+    )
 
 
 def tls_directories(extenders):

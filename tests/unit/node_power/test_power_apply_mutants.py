@@ -221,6 +221,8 @@ class Store:
     def attributes(self):
         return self.data.get("attributes", {})
 
+    rewind = StateStore.rewind  # the journal's own rule, over this store's restore_saved
+
     def restore_saved(self, snapshot):
         if self.fail:
             raise OSError(errno.EROFS, "Read-only file system")
