@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.util
+import multiprocessing
 import os
 import pathlib
 import re
@@ -24,6 +25,54 @@ def wait_until(check, timeout: float, what: str, interval: float = 0.5):
             return last
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last seen: {last!r}")
+
+
+def _racer(start, done, count, runs, stagger):
+    """One side of ``race``: ``runs()`` (called once, in this process) gives the run of each trial,
+    prepared before the start; a failure breaks the barriers so that the other side stops too."""
+    try:
+        next_run = runs()
+        for trial in range(count):
+            run = next_run()
+            start.wait(60)
+            time.sleep(stagger * (trial % 8))
+            run()
+            done.wait(60)
+    except BaseException:
+        start.abort()
+        done.abort()
+        raise
+
+
+def race(count, check, *sides):
+    """``count`` trials of runs started together in forked processes, one per side; returns the
+    problems ``check()`` names after each trial (it also resets what the next trial starts from).
+
+    A side is ``(runs, stagger)``: ``runs()`` is called once in its process and returns a function
+    giving each trial's run; that run starts ``stagger * (trial % 8)`` seconds after the others, so a
+    short run meets a longer one at every point of it. Concurrency bugs show as problems, not as
+    flaky failures: without the serialization under test, most trials name one.
+    """
+    fork = multiprocessing.get_context("fork")
+    start, done = fork.Barrier(len(sides) + 1), fork.Barrier(len(sides) + 1)
+    procs = [fork.Process(target=_racer, args=(start, done, count, runs, stagger)) for runs, stagger in sides]
+    for proc in procs:
+        proc.start()
+    problems = []
+    try:
+        for trial in range(count):
+            start.wait(60)
+            done.wait(60)
+            problems.extend(f"trial {trial}: {problem}" for problem in check())
+    except BaseException:
+        start.abort()
+        done.abort()
+        raise
+    finally:
+        for proc in procs:
+            proc.join(60)
+    assert [proc.exitcode for proc in procs] == [0] * len(procs), "a racing run failed (its traceback is above)"
+    return problems
 
 
 def stop_process(process: subprocess.Popen, timeout: float = 15) -> None:

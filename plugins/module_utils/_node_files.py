@@ -11,10 +11,17 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import fcntl
 import os
 import tempfile
+import time
 
-__all__ = ["NodeFileError", "NodeFiles", "atomic_write", "inside"]
+__all__ = ["LOCK_WAIT_S", "NodeFileError", "NodeFiles", "atomic_write", "inside", "lock_directory"]
+
+# How long a run waits for another run's lock (a run holds it for a second or two; a boot unit on a
+# slow node for a few): longer means something hangs, and a play must not hang with it.
+LOCK_WAIT_S = 120.0
+LOCK_POLL_S = 0.01
 
 
 class NodeFileError(ValueError):
@@ -36,8 +43,8 @@ def atomic_write(path, data, mode=0o600, prefix=None, move=None, fsync=False):
     The directory is created (0755) when missing.
     """
     directory = os.path.dirname(path) or "."
-    if not os.path.isdir(directory):
-        os.makedirs(directory, mode=0o755)
+    # exist_ok: two first runs at once both find it missing
+    os.makedirs(directory, mode=0o755, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=prefix or ("." + os.path.basename(path) + "."), suffix=".tmp", dir=directory)
     existed = os.path.exists(path)
     try:
@@ -55,6 +62,46 @@ def atomic_write(path, data, mode=0o600, prefix=None, move=None, fsync=False):
             os.unlink(tmp)
 
 
+def lock_directory(directory, exclusive=True, deadline=None, clock=time.monotonic, sleep=time.sleep):
+    """Take flock(2) on ``directory`` (exclusive, or shared for a run that only reads).
+
+    A directory, not a lock file: nothing to create or clean up, and the files in it are replaced by
+    rename, which a lock on a file would not survive. Returns the open descriptor that holds the lock
+    (closing it releases it); None when the directory does not exist, or was replaced while this run
+    waited (its creator removed it): the caller then looks again. Raises TimeoutError when another
+    run still holds it at ``deadline`` (a ``clock()`` value); OSError when it cannot be opened.
+    """
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except FileNotFoundError:
+        return None
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if deadline is not None and clock() >= deadline:
+                    raise TimeoutError(f"another run holds the lock on {directory}") from None
+                sleep(LOCK_POLL_S)
+        try:
+            now = os.stat(directory)
+        except FileNotFoundError:
+            now = None
+        held = os.fstat(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    if now is not None and (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+        return fd
+    os.close(fd)
+    return None
+
+
+def _now_stamp():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+
+
 class NodeFiles:
     """Node paths under ``root`` (``/`` on a real node), with backups in ``backup_dir`` (a node path)."""
 
@@ -63,7 +110,7 @@ class NodeFiles:
         self.backup_dir = backup_dir
         self.backup_keep = backup_keep
         self.move = move
-        self.stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        self.stamp = _now_stamp()
 
     def host(self, path):
         """The file system path of node path ``path``."""
@@ -131,8 +178,16 @@ class NodeFiles:
         """Keep ``text`` (the file before the change) as ``<name>.<stamp>.bak``; return its node path."""
         directory = self.host(self.backup_dir)
         os.makedirs(directory, mode=0o700, exist_ok=True)
-        name = f"{os.path.basename(path)}.{self.stamp}.bak"
-        fd = os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        while True:
+            name = f"{os.path.basename(path)}.{self.stamp}.bak"
+            try:
+                fd = os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                break
+            except FileExistsError:
+                # a run that started in the same microsecond (and waited for this one's lock) made it:
+                # never overwrite a backup, take the time now instead (later, and still sorted by age)
+                stamp = _now_stamp()
+                self.stamp = stamp if stamp > self.stamp else self.stamp + "1"
         with os.fdopen(fd, "wb") as handle:
             handle.write(text.encode("utf-8"))
         _directory, found = self._backups(path)

@@ -41,7 +41,11 @@ from ansible_collections.poweraware.k8s.plugins.module_utils._cpufreq_plan impor
 )
 from ansible_collections.poweraware.k8s.plugins.module_utils._cpulist import format_cpulist, parse_cpulist
 from ansible_collections.poweraware.k8s.plugins.module_utils._cstates import cpuidle_facts, plan_cstates, read_cpuidle
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_journal import DEFAULT_STATE_FILE, StateStore
+from ansible_collections.poweraware.k8s.plugins.module_utils._power_journal import (
+    DEFAULT_STATE_FILE,
+    StateStore,
+    state_lock,
+)
 from ansible_collections.poweraware.k8s.plugins.module_utils._power_zones import find_power_source
 from ansible_collections.poweraware.k8s.plugins.module_utils._powercap import (
     POWER_TOLERANCE_UW,
@@ -250,43 +254,45 @@ def summarize(topo, results):
 
 def apply_profile(acc, request, state_file=DEFAULT_STATE_FILE, check_mode=False, tolerance_mhz=100):
     """state=present: validate everything, then write changed policies. Returns the result dict."""
-    topo = Topology(acc)
-    plan = plan_present(topo, request, tolerance_mhz)
-    store = StateStore(state_file)
-    changed, results = execute(acc, topo, plan, store=store, check_mode=check_mode)
-    return {
-        "changed": changed,
-        "cpus": format_cpulist(plan["managed"]),
-        "skipped_offline": format_cpulist(plan["skipped_offline"]),
-        "driver": topo.driver,
-        "policies": summarize(topo, results),
-        "state_file": state_file,
-        "diff": diff_table(topo, results),
-    }
+    with state_lock(state_file, exclusive=not check_mode):
+        topo = Topology(acc)
+        plan = plan_present(topo, request, tolerance_mhz)
+        store = StateStore(state_file)
+        changed, results = execute(acc, topo, plan, store=store, check_mode=check_mode)
+        return {
+            "changed": changed,
+            "cpus": format_cpulist(plan["managed"]),
+            "skipped_offline": format_cpulist(plan["skipped_offline"]),
+            "driver": topo.driver,
+            "policies": summarize(topo, results),
+            "state_file": state_file,
+            "diff": diff_table(topo, results),
+        }
 
 
 def restore_profile(acc, cpus=None, state_file=DEFAULT_STATE_FILE, check_mode=False, tolerance_mhz=100):
     """state=absent: restore recorded originals and forget them. Returns the result dict."""
-    topo = Topology(acc)
-    store = StateStore(state_file)
-    plan = plan_absent(topo, store, cpus, tolerance_mhz)
-    changed, results = execute(acc, topo, plan, store=None, check_mode=check_mode)
-    if plan["forget"]:
-        changed = True
-        if not check_mode:
-            for name in plan["forget"]:
-                store.forget(name)
-            store.save()
-    managed = sorted({c for item in plan["policies"] for c in item["cpus"]})
-    return {
-        "changed": changed,
-        "cpus": format_cpulist(managed),
-        "skipped_offline": format_cpulist(plan["skipped_offline"]),
-        "driver": topo.driver,
-        "policies": summarize(topo, results),
-        "state_file": state_file,
-        "diff": diff_table(topo, results),
-    }
+    with state_lock(state_file, exclusive=not check_mode):
+        topo = Topology(acc)
+        store = StateStore(state_file)
+        plan = plan_absent(topo, store, cpus, tolerance_mhz)
+        changed, results = execute(acc, topo, plan, store=None, check_mode=check_mode)
+        if plan["forget"]:
+            changed = True
+            if not check_mode:
+                for name in plan["forget"]:
+                    store.forget(name)
+                store.save()
+        managed = sorted({c for item in plan["policies"] for c in item["cpus"]})
+        return {
+            "changed": changed,
+            "cpus": format_cpulist(managed),
+            "skipped_offline": format_cpulist(plan["skipped_offline"]),
+            "driver": topo.driver,
+            "policies": summarize(topo, results),
+            "state_file": state_file,
+            "diff": diff_table(topo, results),
+        }
 
 
 # --------------------------------------------------------------------------------------------
@@ -471,27 +477,28 @@ def apply_controls(acc, request, cstates=None, uncore=None, power_cap=None, stat
         raise ValidationError(
             "nothing to apply: give at least one of min_mhz, max_mhz, governor, epp, cstates, uncore, power_cap"
         )
-    topo = Topology(acc)
-    online, skipped, pstate, plans = _validate_all(acc, topo, request, controls, tolerance_mhz)
-    store = StateStore(state_file)
-    snapshot = copy.deepcopy(store.data)
-    changed, results = execute(acc, topo, pstate, store=store, check_mode=check_mode) if pstate else (False, [])
-    steps = [s for plan in plans for s in plan["writes"] if not step_equal(s, s["current"])]
-    if steps and not check_mode:
-        items = [i for i in pstate["policies"] if i["changes"]] if pstate else []
-        tolerance_khz = pstate["tolerance_khz"] if pstate else 0
-        run_steps(acc, topo, steps, store, snapshot, items, tolerance_khz)
-    return {
-        "changed": changed or bool(steps),
-        "cpus": format_cpulist(pstate["managed"] if pstate else online),
-        "skipped_offline": format_cpulist(pstate["skipped_offline"] if pstate else skipped),
-        "driver": topo.driver,
-        "policies": summarize(topo, results),
-        "controls": {plan["control"]: _control_summary(plan, steps) for plan in plans},
-        "messages": [m for plan in plans for m in plan["messages"]],
-        "state_file": state_file,
-        "diff": _combined_diff(topo, results, steps),
-    }
+    with state_lock(state_file, exclusive=not check_mode):
+        topo = Topology(acc)
+        online, skipped, pstate, plans = _validate_all(acc, topo, request, controls, tolerance_mhz)
+        store = StateStore(state_file)
+        snapshot = copy.deepcopy(store.data)
+        changed, results = execute(acc, topo, pstate, store=store, check_mode=check_mode) if pstate else (False, [])
+        steps = [s for plan in plans for s in plan["writes"] if not step_equal(s, s["current"])]
+        if steps and not check_mode:
+            items = [i for i in pstate["policies"] if i["changes"]] if pstate else []
+            tolerance_khz = pstate["tolerance_khz"] if pstate else 0
+            run_steps(acc, topo, steps, store, snapshot, items, tolerance_khz)
+        return {
+            "changed": changed or bool(steps),
+            "cpus": format_cpulist(pstate["managed"] if pstate else online),
+            "skipped_offline": format_cpulist(pstate["skipped_offline"] if pstate else skipped),
+            "driver": topo.driver,
+            "policies": summarize(topo, results),
+            "controls": {plan["control"]: _control_summary(plan, steps) for plan in plans},
+            "messages": [m for plan in plans for m in plan["messages"]],
+            "state_file": state_file,
+            "diff": _combined_diff(topo, results, steps),
+        }
 
 
 def plan_attribute_restore(acc, store, cpus=None):
@@ -536,38 +543,42 @@ def _safe_range_order(steps):
 
 def restore_controls(acc, cpus=None, state_file=DEFAULT_STATE_FILE, check_mode=False, tolerance_mhz=100):
     """state=absent: restore every recorded original (P-states and the other controls), then forget them."""
-    topo = Topology(acc)
-    store = StateStore(state_file)
-    plan = plan_absent(topo, store, cpus, tolerance_mhz)
-    steps, missing = plan_attribute_restore(acc, store, cpus)
-    changed, results = execute(acc, topo, plan, store=None, check_mode=check_mode)
-    todo = [s for s in steps if not step_equal(s, s["current"])]
-    if todo and not check_mode:
-        items = [i for i in plan["policies"] if i["changes"]]
-        run_steps(acc, topo, todo, None, None, items, plan["tolerance_khz"])
-    if plan["forget"] or steps:
-        changed = True
-        if not check_mode:
-            for name in plan["forget"]:
-                store.forget(name)
-            for step in steps:
-                store.forget_attribute(step["path"])
-            store.save()
-    managed = sorted({c for item in plan["policies"] for c in item["cpus"]})
-    messages = [
-        f"{label}: the attribute is gone (CPU or die offline); its original stays recorded" for label in missing
-    ]
-    return {
-        "changed": changed,
-        "cpus": format_cpulist(managed),
-        "skipped_offline": format_cpulist(plan["skipped_offline"]),
-        "driver": topo.driver,
-        "policies": summarize(topo, results),
-        "controls": {"restored": [s["label"] for s in todo], "unchanged": [s["label"] for s in steps if s not in todo]},
-        "messages": messages,
-        "state_file": state_file,
-        "diff": _combined_diff(topo, results, todo),
-    }
+    with state_lock(state_file, exclusive=not check_mode):
+        topo = Topology(acc)
+        store = StateStore(state_file)
+        plan = plan_absent(topo, store, cpus, tolerance_mhz)
+        steps, missing = plan_attribute_restore(acc, store, cpus)
+        changed, results = execute(acc, topo, plan, store=None, check_mode=check_mode)
+        todo = [s for s in steps if not step_equal(s, s["current"])]
+        if todo and not check_mode:
+            items = [i for i in plan["policies"] if i["changes"]]
+            run_steps(acc, topo, todo, None, None, items, plan["tolerance_khz"])
+        if plan["forget"] or steps:
+            changed = True
+            if not check_mode:
+                for name in plan["forget"]:
+                    store.forget(name)
+                for step in steps:
+                    store.forget_attribute(step["path"])
+                store.save()
+        managed = sorted({c for item in plan["policies"] for c in item["cpus"]})
+        messages = [
+            f"{label}: the attribute is gone (CPU or die offline); its original stays recorded" for label in missing
+        ]
+        return {
+            "changed": changed,
+            "cpus": format_cpulist(managed),
+            "skipped_offline": format_cpulist(plan["skipped_offline"]),
+            "driver": topo.driver,
+            "policies": summarize(topo, results),
+            "controls": {
+                "restored": [s["label"] for s in todo],
+                "unchanged": [s["label"] for s in steps if s not in todo],
+            },
+            "messages": messages,
+            "state_file": state_file,
+            "diff": _combined_diff(topo, results, todo),
+        }
 
 
 def power_reading_facts(acc):

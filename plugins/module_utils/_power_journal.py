@@ -13,13 +13,19 @@ Pure logic without Ansible imports; Python 3.9 compatible.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
+import time
 
 from ansible_collections.poweraware.k8s.plugins.module_utils._cpu_topology import MANAGED_ATTRS
 from ansible_collections.poweraware.k8s.plugins.module_utils._cpulist import CpuListError, format_cpulist, parse_cpulist
-from ansible_collections.poweraware.k8s.plugins.module_utils._node_files import atomic_write
+from ansible_collections.poweraware.k8s.plugins.module_utils._node_files import (
+    LOCK_WAIT_S,
+    atomic_write,
+    lock_directory,
+)
 from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import CPU_DIR, POWERCAP_DIR, PowerError
 
 DEFAULT_STATE_FILE = "/var/lib/poweraware/cpu_power_state.json"
@@ -119,18 +125,94 @@ def _policy_problems(policies):
     return problems
 
 
+def check_state_path(path):
+    """Refuse a state file path that is not absolute."""
+    if not isinstance(path, str) or not os.path.isabs(path):
+        # relative to whatever directory the run starts in: the boot unit and the next run would
+        # not find the originals this run records
+        raise PowerError(
+            f"state_file {path!r} is not an absolute path: the boot unit and later runs start elsewhere and "
+            "would not find the originals recorded there; give an absolute path such as "
+            f"{DEFAULT_STATE_FILE}"
+        )
+
+
+def _missing_dirs(directory):
+    """The directories ``os.makedirs(directory)`` would create, deepest first."""
+    missing = []
+    while not os.path.isdir(directory):
+        missing.append(directory)
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            break
+        directory = parent
+    return missing
+
+
+def _lock_error(path, directory, reason):
+    return PowerError(f"state file {path}: cannot lock its directory {directory}: {reason}; nothing was changed")
+
+
+@contextlib.contextmanager
+def state_lock(path, exclusive=True, wait=LOCK_WAIT_S, clock=time.monotonic, sleep=time.sleep):
+    """Hold the state file's lock for a whole read-plan-write-save (the module and the boot unit).
+
+    Without it two runs at once (the boot unit during a play, two plays) each load the journal, record
+    their own originals and save: the later save drops the other's originals, and state=absent can
+    never restore them. The lock is flock(2) on the state file's directory, so there is no lock file
+    to clean up. A writing run (``exclusive``) creates the directory when missing and removes what it
+    created when it leaves it empty (a refused or no-change first run leaves nothing behind); a run
+    waiting meanwhile finds its locked directory gone and locks the new one. A reading run (check
+    mode: shared lock) takes no lock where the directory does not exist yet: there is nothing to read.
+    Waits at most ``wait`` seconds, then refuses with nothing changed.
+    """
+    check_state_path(path)
+    directory = os.path.dirname(path)
+    created = []
+    deadline = clock() + wait
+    while True:
+        try:
+            fd = lock_directory(directory, exclusive, deadline, clock, sleep)
+        except TimeoutError:
+            raise PowerError(
+                f"state file {path}: another run has held its lock (on {directory}) for more than {wait:g} s - a "
+                "cpu_power_profile task or the boot unit that re-applies the profiles; nothing was changed: let it "
+                "finish, then run again"
+            ) from None
+        except OSError as exc:
+            raise _lock_error(path, directory, exc) from exc
+        if fd is not None:
+            break
+        created = []  # none of what is at the path now was made by this run
+        if os.path.isdir(directory):
+            continue  # replaced while this run waited: lock the one there now
+        if not exclusive:
+            break  # a reading run: nothing recorded yet, nothing to create
+        missing = _missing_dirs(directory)
+        try:
+            os.makedirs(directory, mode=0o755)
+            created = missing
+        except FileExistsError:
+            pass  # another first run made it first: lock that one
+        except OSError as exc:
+            raise _lock_error(path, directory, exc) from exc
+    try:
+        yield
+    finally:
+        if fd is not None:
+            for made in created:  # deepest first; only what this run created, only when left empty
+                try:
+                    os.rmdir(made)
+                except OSError:
+                    break
+            os.close(fd)
+
+
 class StateStore:
     """Original values, recorded once per attribute, in a JSON file replaced atomically."""
 
     def __init__(self, path):
-        if not isinstance(path, str) or not os.path.isabs(path):
-            # relative to whatever directory the run starts in: the boot unit and the next run would
-            # not find the originals this run records
-            raise PowerError(
-                f"state_file {path!r} is not an absolute path: the boot unit and later runs start elsewhere and "
-                "would not find the originals recorded there; give an absolute path such as "
-                f"{DEFAULT_STATE_FILE}"
-            )
+        check_state_path(path)
         self.path = path
         self.data = {"version": STATE_VERSION, "policies": {}}
         self.existed = False

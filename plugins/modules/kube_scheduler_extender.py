@@ -305,6 +305,7 @@ annotation:
 """
 
 import os  # noqa: E402
+import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib  # noqa: E402
 from ansible.module_utils.common.text.converters import to_native  # noqa: E402
@@ -313,9 +314,11 @@ from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_confi
 from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_manifest as ms  # noqa: E402
 from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_version as sv  # noqa: E402
 from ansible_collections.poweraware.k8s.plugins.module_utils._node_files import (  # noqa: E402
+    LOCK_WAIT_S,
     NodeFileError,
     NodeFiles,
     inside,
+    lock_directory,
 )
 from ansible_collections.poweraware.k8s.plugins.module_utils._yaml_edit import HAS_YAML, yaml  # noqa: E402
 
@@ -466,10 +469,39 @@ def _result(module, plan):
     return result
 
 
+def _lock(module, files):
+    """One run at a time per static pod directory (flock on it; shared in check mode): two runs at once
+    would each merge their extenders into the files they read, and the later write would drop the
+    other's registration while both report success. Returns the descriptor that holds the lock."""
+    directory = files.host(os.path.dirname(module.params["manifest_path"]))
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            fd = lock_directory(directory, exclusive=not module.check_mode, deadline=deadline)
+        except TimeoutError:
+            _fail(module, f"another kube_scheduler_extender run has held the lock on {directory} for more than "
+                  f"{LOCK_WAIT_S:g} s; nothing was changed: let it finish, then run again")  # fmt: skip
+        except OSError:
+            return None  # not a directory we can open: the plan names the manifest path's problem
+        if fd is not None or not os.path.isdir(directory):
+            return fd
+
+
 def run_module(module):
     p = module.params
     files = NodeFiles(p["root"], p["backup_dir"], p["backup_keep"], move=module.atomic_move)
-    plan = _plan(module, files, _validate(module, files))
+    extenders = _validate(module, files)
+    lock = _lock(module, files)
+    try:
+        _run_locked(module, files, extenders)
+    finally:
+        if lock is not None:
+            os.close(lock)
+
+
+def _run_locked(module, files, extenders):
+    p = module.params
+    plan = _plan(module, files, extenders)
     for warning in plan.warnings:
         module.warn(warning)
     result = _result(module, plan)

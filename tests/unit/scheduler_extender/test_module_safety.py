@@ -487,10 +487,13 @@ def test_backups_are_private_pruned_to_the_newest_and_named_by_node_path(tmp_pat
 
 
 def test_a_backup_is_never_overwritten(tmp_path):
-    files = _node_files.NodeFiles(str(tmp_path), "/b")
-    files.backup("/x", "first")
-    with pytest.raises(FileExistsError):
-        files.backup("/x", "second")
+    """Two runs of the same microsecond (the second waited for the first's lock): both backups stay,
+    the later one sorting as the newer."""
+    first, second = _node_files.NodeFiles(str(tmp_path), "/b"), _node_files.NodeFiles(str(tmp_path), "/b")
+    second.stamp = first.stamp
+    one, two = first.backup("/x", "first"), second.backup("/x", "second")
+    assert one != two and sorted([one, two]) == [one, two]
+    assert [(tmp_path / p.lstrip("/")).read_text() for p in (one, two)] == ["first", "second"]
 
 
 def test_apply_writes_in_order_and_puts_everything_back_when_a_step_fails(tmp_path):
