@@ -325,6 +325,26 @@ def step_equal(step, value, target=None):
     return abs(got - want) <= want // 4 + 1000
 
 
+def needs_write(step):
+    """Whether ``step`` must be written: its current value is not what the kernel would hold after
+    the write (``held``, where the planner knows the kernel's granularity), else not the target by
+    the step's read-back rule."""
+    held = step.get("held")
+    if held is not None:
+        return step["current"] is None or str(step["current"]).strip() != str(held).strip()
+    return not step_equal(step, step["current"])
+
+
+def _after(step):
+    """What the attribute holds after the run: the read-back when written, the current value when
+    no write was needed, else (check mode) what the kernel would hold."""
+    if "after" in step:
+        return step["after"]
+    if not needs_write(step):
+        return step["current"]
+    return step["held"] if step.get("held") is not None else step["target"]
+
+
 def _write_steps(acc, steps, journal):
     """Write each step, then read it back; raises ApplyError on the first failure."""
     for step in steps:
@@ -356,7 +376,8 @@ def _rollback_steps(acc, journal, failed=None):
     restored = 0
     problems = []
     for step in reversed(journal):
-        if step["current"] is None or step_equal(step, _read_optional(acc, step["path"]), step["current"]):
+        # the value read at the start came from the kernel: put back exactly that
+        if step["current"] is None or _read_optional(acc, step["path"]) == step["current"]:
             continue
         try:
             acc.write(step["path"], step["current"])
@@ -411,17 +432,14 @@ def _control_summary(plan, changed_steps):
     return {
         "available": plan["available"],
         "changed": changed,
-        "settings": [
-            {"attribute": s["label"], "before": s["current"], "after": s.get("after", s["target"])}
-            for s in plan["writes"]
-        ],
+        "settings": [{"attribute": s["label"], "before": s["current"], "after": _after(s)} for s in plan["writes"]],
         "messages": plan["messages"],
     }
 
 
 def _steps_diff(steps):
     before = [f"{s['label']}: {s['current']}" for s in steps]
-    after = [f"{s['label']}: {s.get('after', s['target'])}" for s in steps]
+    after = [f"{s['label']}: {_after(s)}" for s in steps]
     return before, after
 
 
@@ -483,7 +501,7 @@ def apply_controls(acc, request, cstates=None, uncore=None, power_cap=None, stat
         store = StateStore(state_file)
         snapshot = copy.deepcopy(store.data)
         changed, results = execute(acc, topo, pstate, store=store, check_mode=check_mode) if pstate else (False, [])
-        steps = [s for plan in plans for s in plan["writes"] if not step_equal(s, s["current"])]
+        steps = [s for plan in plans for s in plan["writes"] if needs_write(s)]
         if steps and not check_mode:
             items = [i for i in pstate["policies"] if i["changes"]] if pstate else []
             tolerance_khz = pstate["tolerance_khz"] if pstate else 0
@@ -520,6 +538,8 @@ def plan_attribute_restore(acc, store, cpus=None):
                 "current": _read_optional(acc, path),
                 "target": entry["original"],
                 "compare": compare_mode(path),
+                # the original was read from the kernel: restore it exactly, not within the read-back rule
+                "held": entry["original"],
             }
         )
     return _safe_range_order(steps), missing
@@ -549,7 +569,7 @@ def restore_controls(acc, cpus=None, state_file=DEFAULT_STATE_FILE, check_mode=F
         plan = plan_absent(topo, store, cpus, tolerance_mhz)
         steps, missing = plan_attribute_restore(acc, store, cpus)
         changed, results = execute(acc, topo, plan, store=None, check_mode=check_mode)
-        todo = [s for s in steps if not step_equal(s, s["current"])]
+        todo = [s for s in steps if needs_write(s)]
         if todo and not check_mode:
             items = [i for i in plan["policies"] if i["changes"]]
             run_steps(acc, topo, todo, None, None, items, plan["tolerance_khz"])

@@ -22,6 +22,13 @@ drivers/powercap/intel_rapl_common.c):
   ``max_power_uw``, which ``allow_below_floor: true`` lifts (the zone's own minimum stays).
 * Time windows are encoded as 2^Y * (1 + F/4) time units (976 us): the value read back can differ
   by up to a quarter; read-back is judged with that resolution.
+* Whether a write is needed is decided by what the kernel would hold after it (``held``), not by
+  the read-back tolerance: a 349.5 W / 874496 us limit is not "350 W / 1 s" - the kernel would hold
+  350 W / 999424 us. The power unit is the MSR's (1/2^PU W, integer uW in the kernel; PU=3, 125000
+  uW, on Intel's parts so far); every value the zone reads is a multiple of it, so a finer unit is
+  taken from the readings when they show one. The time unit is 1000000 / 2^10 = 976 us
+  (rapl_compute_time_window_core's integer arithmetic); where the current window is not of that
+  form, the unit is not the usual one and the quarter-resolution rule decides instead.
 * AMD exposes RAPL energy counters without power-limit constraints; hwmon-only machines have no
   powercap: the control says so and changes nothing.
 
@@ -45,6 +52,10 @@ KEYS = ("watts", "time_window_us", "packages", "constraint", "allow_below_floor"
 # Without a min_power_uw, a limit under this share of max_power_uw is refused unless allow_below_floor.
 FLOOR_FRACTION = 0.25
 POWER_TOLERANCE_UW = 1000000  # read-back tolerance: the limit is truncated to the power unit (1/8 W typically)
+# MSR_RAPL_POWER_UNIT: power unit 1/2^PU W (PU=3 by default), time unit 1/2^TU s (TU=10), both as the
+# kernel's integer microwatts / microseconds (intel_rapl_common.c rapl_check_unit_core)
+POWER_UNITS_UW = tuple(1000000 // (1 << pu) for pu in range(3, 16))
+TIME_UNIT_US = 1000000 // (1 << 10)
 LOCKED_HINT = (
     "the RAPL power limit is locked by the BIOS/firmware (intel_rapl: 'locked by BIOS, monitoring only'); "
     "drop power_cap for this node or unlock it in the firmware setup"
@@ -198,17 +209,57 @@ def _check_zone(zone, con, fields, problems):
     return uw
 
 
+def power_unit_uw(zone):
+    """The zone's power unit: the coarsest MSR unit (1/8 W down to 1/2^15 W) that divides every power
+    value the zone reads (they are all multiples of the real one); 1 when none does."""
+    values = [con[key] for con in zone["constraints"] for key in ("power_limit_uw", "max_power_uw") if con.get(key)]
+    for unit in POWER_UNITS_UW:
+        if all(value % unit == 0 for value in values):
+            return unit
+    return 1
+
+
+def held_power_uw(uw, unit):
+    """What power_limit_uw reads after writing ``uw``: rapl_unit_xlate truncates to whole units."""
+    return uw // unit * unit
+
+
+def held_window_us(us, unit=TIME_UNIT_US):
+    """What time_window_us reads after writing ``us`` (rapl_compute_time_window_core both ways:
+    2^Y * (1 + F/4) units, F truncated; the 7-bit field saturates)."""
+    if us < unit:
+        return unit  # raw 0: Y=0, F=0, read back as one unit
+    units = us // unit
+    y = units.bit_length() - 1
+    if y > 0x1F:
+        y, f = 0x1F, 3
+    else:
+        f = 4 * (units - (1 << y)) // (1 << y)
+    return (1 << y) * (4 + f) * unit // 4
+
+
+def _window_held(con, window):
+    """The window the kernel would hold, when the current one shows the usual time unit (else None:
+    the read-back resolution decides)."""
+    current = con.get("time_window_us")
+    if current is None or held_window_us(current) != current:
+        return None
+    return str(held_window_us(window))
+
+
 def _zone_writes(zone, con, uw, window):
     prefix = f"{zone['path']}/constraint_{con['index']}_"
     base = {"control": CONTROL, "cpu": None, "hints": {errno.EACCES: LOCKED_HINT}}
     writes = [
         dict(base, path=prefix + "power_limit_uw", label=f"{zone['name']} {con['name']} power_limit_uw",
-             current=_str(con["power_limit_uw"]), target=str(uw), compare="tolerance", tolerance=POWER_TOLERANCE_UW)
+             current=_str(con["power_limit_uw"]), target=str(uw), compare="tolerance", tolerance=POWER_TOLERANCE_UW,
+             held=str(held_power_uw(uw, power_unit_uw(zone))))
     ]  # fmt: skip
     if window is not None:
         writes.append(
             dict(base, path=prefix + "time_window_us", label=f"{zone['name']} {con['name']} time_window_us",
-                 current=_str(con["time_window_us"]), target=str(window), compare="time_window")
+                 current=_str(con["time_window_us"]), target=str(window), compare="time_window",
+                 held=_window_held(con, window))
         )  # fmt: skip
     writes.append(
         dict(base, path=f"{zone['path']}/enabled", label=f"{zone['name']} enabled",

@@ -315,3 +315,67 @@ def test_kernel_model_rules_of_other_controls(make_node):
         k.write("class/powercap/intel-rapl:1/constraint_0_power_limit_uw", "100000000")
     assert exc.value.errno == errno.EACCES
     assert node.read("class/powercap/intel-rapl:1/enabled") == "0"
+
+
+# --- power cap writes decided by the kernel's granularity (issue 45 item 4) -------------------------
+
+LIMIT0 = "class/powercap/intel-rapl:0/constraint_0_power_limit_uw"
+WINDOW0 = "class/powercap/intel-rapl:0/constraint_0_time_window_us"
+
+
+def test_a_cap_near_the_request_is_written_and_reported_as_the_kernel_holds_it(make_node):
+    """99.5 W / 874496 us is within the read-back tolerance of 100 W / 1 s but is not what the kernel
+    would hold for it (100 W / 999424 us): written, reported as read back, idempotent, restored exactly.
+    The old planner judged it applied (changed=false, nothing written) and reported 100 W / 1000000 us."""
+    node = make_node("intel_idle_uncore")
+    writer = node.kernel
+    writer.write(LIMIT0, "99500000")  # through the model: 1/8 W units, 2^Y*(1+F/4) windows
+    writer.write(WINDOW0, "874496")
+    assert (node.read(LIMIT0), node.read(WINDOW0)) == ("99500000", "874496")
+    pristine = node.digest()
+    spec = {"watts": 100, "time_window_us": 1000000, "packages": [0]}
+    node.kernel.writes.clear()
+    result = run(node, controls={"power_cap": spec})
+    assert result["changed"] is True
+    assert (node.read(LIMIT0), node.read(WINDOW0)) == ("100000000", "999424")
+    settings = {s["attribute"]: (s["before"], s["after"]) for s in result["controls"]["power_cap"]["settings"]}
+    assert settings["package-0 long_term power_limit_uw"] == ("99500000", "100000000")
+    assert settings["package-0 long_term time_window_us"] == ("874496", "999424")  # what the kernel holds
+
+    node.kernel.writes.clear()
+    again = run(node, controls={"power_cap": spec})
+    assert again["changed"] is False and node.kernel.writes == []
+    settings = {s["attribute"]: s["after"] for s in again["controls"]["power_cap"]["settings"]}
+    assert settings["package-0 long_term time_window_us"] == "999424"
+
+    cf.restore_controls(node.kernel, state_file=str(node.state_file))
+    assert (node.read(LIMIT0), node.read(WINDOW0)) == ("99500000", "874496")  # not "within 1 W of it"
+    pristine_after(node, pristine)
+
+
+def test_check_mode_reports_what_the_kernel_would_hold(make_node):
+    node = make_node("intel_idle_uncore")
+    spec = {"watts": 100.06, "time_window_us": 1000000, "packages": [0]}
+    result = run(node, check_mode=True, controls={"power_cap": spec})
+    settings = {s["attribute"]: s["after"] for s in result["controls"]["power_cap"]["settings"]}
+    # 100.06 W truncated to 1/8 W; 1 s as 1024 units of 976 us
+    assert settings["package-0 long_term power_limit_uw"] == "100000000"
+    assert settings["package-0 long_term time_window_us"] == "999424"
+    run(node, controls={"power_cap": spec})
+    assert (node.read(LIMIT0), node.read(WINDOW0)) == ("100000000", "999424")
+    node.kernel.writes.clear()
+    assert run(node, controls={"power_cap": spec})["changed"] is False and node.kernel.writes == []
+
+
+def test_the_planner_computes_what_the_kernel_model_holds():
+    """Our planner's arithmetic against the kernel model's (both from intel_rapl_common.c)."""
+    from ansible_collections.poweraware.k8s.plugins.module_utils import _powercap as pc
+    from conftest import fake_kernel
+
+    for us in [1, 975, 976, 977, 1000, 2440, 874496, 875000, 999999, 1000000, 27983872, 40000000]:
+        assert pc.held_window_us(us) == fake_kernel.rapl_time_window(us), us
+    zone = {"constraints": [{"power_limit_uw": 349500000, "max_power_uw": 400000000}]}
+    assert pc.power_unit_uw(zone) == 125000
+    assert pc.held_power_uw(350060000, 125000) == 350000000
+    finer = {"constraints": [{"power_limit_uw": 100062500, "max_power_uw": 400000000}]}
+    assert pc.power_unit_uw(finer) == 62500  # PU=4: the readings show the finer unit

@@ -443,6 +443,7 @@ def test_plan_attribute_restore_all_newest_first_with_compare_modes():
                 "current": "2000000",
                 "target": "2400000",
                 "compare": "exact",
+                "held": "2400000",
             },
             {
                 "control": "power_cap",
@@ -452,6 +453,7 @@ def test_plan_attribute_restore_all_newest_first_with_compare_modes():
                 "current": "100000000",
                 "target": "150000000",
                 "compare": "tolerance",
+                "held": "150000000",
             },
             {
                 "control": "cstates",
@@ -461,6 +463,7 @@ def test_plan_attribute_restore_all_newest_first_with_compare_modes():
                 "current": "1",
                 "target": "0",
                 "compare": "exact",
+                "held": "0",
             },
             {
                 "control": "cstates",
@@ -470,6 +473,7 @@ def test_plan_attribute_restore_all_newest_first_with_compare_modes():
                 "current": "1",
                 "target": "0",
                 "compare": "exact",
+                "held": "0",
             },
         ]
 

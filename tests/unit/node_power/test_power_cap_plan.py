@@ -50,7 +50,8 @@ def write(path, label, current, target, compare, **extra):
     }
 
 
-def writes_of(package, index, name, limit_current, limit_target, window=None, enabled="1"):
+def writes_of(package, index, name, limit_current, limit_target, window=None, enabled="1", held=None):
+    """The writes of one package: ``window`` is (current, target, what the kernel would hold)."""
     base = f"class/powercap/intel-rapl:{package}"
     out = [
         write(
@@ -60,6 +61,7 @@ def writes_of(package, index, name, limit_current, limit_target, window=None, en
             limit_target,
             "tolerance",
             tolerance=1000000,
+            held=held or limit_target,
         )
     ]
     if window is not None:
@@ -70,6 +72,7 @@ def writes_of(package, index, name, limit_current, limit_target, window=None, en
                 window[0],
                 window[1],
                 "time_window",
+                held=window[2],
             )
         )
     out.append(write(f"{base}/enabled", f"package-{package} enabled", enabled, "1", "exact"))
@@ -83,8 +86,8 @@ def test_the_plan_sets_limit_window_and_enabled_of_every_package_in_order():
         "available": True,
         "messages": [],
         "problems": [],
-        "writes": writes_of(0, 0, "long_term", "125000000", "100500000", ("27983872", "1000000"))
-        + writes_of(1, 0, "long_term", "125000000", "100500000", ("27983872", "1000000")),
+        "writes": writes_of(0, 0, "long_term", "125000000", "100500000", ("27983872", "1000000", "999424"))
+        + writes_of(1, 0, "long_term", "125000000", "100500000", ("27983872", "1000000", "999424")),
     }
 
 
