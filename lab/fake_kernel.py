@@ -15,7 +15,9 @@ would then report:
 * EPP: a name from energy_performance_available_preferences, or (intel_pstate only) a raw
   integer 0-255, else EINVAL; under the ``performance`` governor in active mode anything but
   performance is EBUSY; the performance governor forces EPP 0 and switching back restores the
-  cached value; values without a name read back as raw integers.
+  cached value; values without a name read back as raw integers. The value behind a name is the
+  CPU model's (shape ``epp_values``; intel_pstate.c ``intel_epp_default``): a raw read is a value
+  that matches no name on this CPU, whatever it means on another.
 * policies of offline CPUs are inactive: reads and writes give EBUSY; offline CPUs have no
   ``cpufreq`` link (ENOENT through it).
 * missing attributes: ENOENT (never created); read-only attributes: EACCES.
@@ -174,7 +176,7 @@ class Policy:
         self.table = None
         if kernel.raw_exists(f"{rel}/scaling_available_frequencies"):
             self.table = sorted(int(f) for f in rd(f"{rel}/scaling_available_frequencies").split())
-        self.epp_names = EPP_VALUES.get(self.driver, {})
+        self.epp_names = {**EPP_VALUES.get(self.driver, {}), **kernel.epp_values}
         self.epp_cached = 128
         if self.has_epp:
             self.available_epp = rd(f"{rel}/energy_performance_available_preferences").split()
@@ -273,7 +275,10 @@ class FakeKernel(SysfsAccessor):
         self.online = set(self._parse(online_file.read_text().strip())) if online_file.exists() else set(present)
         self.locked_zones = set()
         marker = pathlib.Path(self.root, ".poweraware-fake-sysfs.json")
-        if marker.is_file() and json.loads(marker.read_text())["shape"].get("powercap") == "locked":
+        shape = json.loads(marker.read_text())["shape"] if marker.is_file() else {}
+        # the CPU model's EPP values where they differ from the driver's (intel_pstate.c intel_epp_default)
+        self.epp_values = dict(shape.get("epp_values") or {})
+        if shape.get("powercap") == "locked":
             powercap = pathlib.Path(self.root, "class/powercap")
             self.locked_zones = {z.name for z in powercap.iterdir() if re.match(r"^intel-rapl:[0-9a-f]+$", z.name)}
         self.uncore_bounds = {}  # TPMI: package id -> {"min": ratio, "max": ratio} set by package-level writes

@@ -311,8 +311,10 @@ def build_tree(root: pathlib.Path, scenario: str, rebuild: bool = False, **shape
 
     Shape keywords (all optional): ``cpus`` (number of present CPUs), ``offline`` (cpulist),
     ``policy_size`` (CPUs per policy, acpi-cpufreq), ``p_cores`` (hybrid), ``governor``, ``epp``,
-    ``packages`` (RAPL packages), ``tdp_w``, ``energy_readable`` (True: energy_uj mode 0444, as before
-    Linux 5.10; default mode 0400),
+    ``epp_values`` (the CPU model's EPP register value per preference name where it differs from the
+    driver's defaults: intel_pstate.c ``intel_epp_default`` gives some models another
+    ``balance_performance``), ``packages`` (RAPL packages), ``tdp_w``, ``energy_readable`` (True:
+    energy_uj mode 0444, as before Linux 5.10; default mode 0400),
     ``idle`` (a key of ``IDLE_STATES``), ``uncore`` (``legacy`` / ``tpmi``), ``powercap`` (``rapl``
     (default), ``rapl_pl2``, ``locked``, ``energy_only`` or None), ``hwmon`` (``amd_energy`` /
     ``platform``).
@@ -331,6 +333,7 @@ def build_tree(root: pathlib.Path, scenario: str, rebuild: bool = False, **shape
         "p_cores",
         "governor",
         "epp",
+        "epp_values",
         "packages",
         "tdp_w",
         "energy_readable",

@@ -6,7 +6,7 @@ Facts this follows (Documentation/admin-guide/pm/cpufreq.rst, intel_pstate.rst, 
 
 * ``cpuN/cpufreq`` links to ``cpufreq/policyX``; CPUs in ``related_cpus`` share one policy, so
   every policy is written once. Frequencies are kHz in sysfs.
-* EPP reads may return a raw integer (``normalize_epp``).
+* EPP reads may return a raw integer: a value with no name on this CPU (``normalize_epp``).
 * Offline CPUs are skipped and reported; ``cpu0`` may have no ``online`` file; CPUs are
   enumerated from the ``present`` / ``online`` cpulists.
 
@@ -36,22 +36,17 @@ MANAGED_ATTRS = (MIN, MAX, GOV, EPP)
 # Drivers whose EPP is refused (EBUSY) while the governor is "performance" (active mode).
 ACTIVE_EPP_DRIVERS = ("intel_pstate", "amd-pstate-epp")
 
-# Raw EPP register values the drivers map to names (intel_pstate.c epp_values,
-# amd-pstate.c epp_values). A read returns the integer when the value matches no name.
-EPP_RAW_NAMES = {
-    "intel_pstate": {0: "performance", 128: "balance_performance", 192: "balance_power", 255: "power"},
-    "amd-pstate-epp": {0: "performance", 128: "balance_performance", 191: "balance_power", 255: "power"},
-}
-
 
 def normalize_epp(driver, raw):
-    """Map a raw integer EPP read to its name when the driver defines one."""
-    if raw is None:
-        return None
-    raw = raw.strip()
-    if raw.isdigit():
-        return EPP_RAW_NAMES.get(driver, {}).get(int(raw), raw)
-    return raw
+    """An EPP as the kernel shows it: a name, or a raw register value (a number).
+
+    The drivers show a number exactly when the register value matches none of the CPU model's named
+    values (intel_pstate.c show_energy_performance_preference, with the per-model table
+    intel_epp_default: balance_performance is 128 on some models, 32 or 102 on others), so a number
+    never names a preference, and no fixed table may turn one into a name. ``driver`` is kept for
+    the callers' sake."""
+    del driver
+    return None if raw is None else raw.strip()
 
 
 # --------------------------------------------------------------------------------------------

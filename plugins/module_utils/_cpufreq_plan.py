@@ -115,8 +115,7 @@ def _values_equal(attr, current, desired, driver, tolerance_khz):
         if not str(current).isdigit():
             return False
         return abs(int(current) - int(desired)) <= tolerance_khz
-    if attr == EPP:
-        return normalize_epp(driver, current) == normalize_epp(driver, str(desired))
+    # EPP too: compared as the kernel shows it (a number is a value with no name on this CPU)
     return str(current).strip() == str(desired).strip()
 
 
@@ -189,19 +188,29 @@ def _governor_epp_target(topo, request, pol, name, current, first):
                 f"CPU {first} ({name}, driver {topo.driver}) has no energy_performance_preference: EPP needs "
                 "intel_pstate or amd-pstate-epp with HWP/CPPC; drop epp for this node"
             )
-        epp_name = normalize_epp(topo.driver, request.epp)
-        if request.epp not in pol["available_epp"] and epp_name not in pol["available_epp"]:
+        epp = normalize_epp(topo.driver, str(request.epp))
+        if epp.isdigit():
+            # a register value: intel_pstate takes 0-255 (Documentation/admin-guide/pm/intel_pstate.rst);
+            # which preference it is differs by CPU model, so it is compared as the number it is
+            if topo.driver != "intel_pstate" or int(epp) > 255:
+                raise ValidationError(
+                    f"epp {request.epp!r} is a raw register value, which {topo.driver} does not take"
+                    + (" (intel_pstate takes 0-255)" if topo.driver == "intel_pstate" else "")
+                    + f"; give a name from energy_performance_available_preferences: {' '.join(pol['available_epp'])}"
+                )
+        elif epp not in pol["available_epp"]:
             raise ValidationError(
                 f"epp {request.epp!r} is not available for CPU {first} ({name}); "
                 f"energy_performance_available_preferences: {' '.join(pol['available_epp'])}"
             )
         final_gov = governor if governor is not None else current.get(GOV)
-        if topo.epp_active_mode and final_gov == "performance" and epp_name != "performance":
+        # 0 is HWP_EPP_PERFORMANCE on every model (both drivers): the one value the kernel allows there
+        if topo.epp_active_mode and final_gov == "performance" and epp not in ("performance", "0"):
             raise ValidationError(
                 f"epp {request.epp!r} is refused by {topo.driver} (EBUSY) while CPU {first} ({name}) uses the "
                 "'performance' governor; set governor: powersave, or epp: performance"
             )
-        target[EPP] = request.epp
+        target[EPP] = epp
     return target
 
 

@@ -129,9 +129,11 @@ def test_resolve_cpus():
         (MIN, "3800000", "3900000", True),
         (MIN, "3799999", "3900000", False),
         (MIN, "n/a", "800000", False),
-        (EPP, "128", "balance_performance", True),
-        (EPP, "balance_performance", "128", True),
-        (EPP, "power", "255", True),
+        # as the kernel shows them: a number is a value with no name on this CPU
+        (EPP, "128", "balance_performance", False),
+        (EPP, "balance_performance", "128", False),
+        (EPP, "power", "255", False),
+        (EPP, " 64 ", "64", True),
         (EPP, "power", "balance_power", False),
         (GOV, " powersave ", "powersave", True),
         (GOV, "performance", "powersave", False),
@@ -141,9 +143,10 @@ def test_values_equal(attr, current, desired, equal):
     assert fp._values_equal(attr, current, desired, "intel_pstate", 100000) is equal
 
 
-def test_values_equal_epp_uses_the_driver_names():
-    assert fp._values_equal(EPP, "191", "balance_power", "amd-pstate-epp", 0) is True
-    assert fp._values_equal(EPP, "191", "balance_power", "intel_pstate", 0) is False
+def test_values_equal_epp_uses_no_table_of_the_drivers():
+    # 191 is amd-pstate's default balance_power, 192 intel_pstate's; a CPU model may use others
+    assert fp._values_equal(EPP, "191", "balance_power", "amd-pstate-epp", 0) is False
+    assert fp._values_equal(EPP, "192", "balance_power", "intel_pstate", 0) is False
 
 
 # --- order_writes --------------------------------------------------------------------------------------
@@ -253,11 +256,26 @@ def test_governor_and_epp_targets():
     assert plan["policies"][0]["changes"] == {EPP: "power"}
 
 
-def test_raw_epp_read_back_matches_the_requested_name():
-    # the driver reads back 128 for balance_performance: nothing to write
+def test_a_raw_epp_read_is_not_taken_for_a_name():
+    # the kernel shows 128: a value with no name on this CPU (its balance_performance may be 32)
     plan = fp.plan_present(topo(epp="128"), fp.Request(cpus="0-1", epp="balance_performance"))
     assert plan["policies"][0]["target"] == {EPP: "balance_performance"}
+    assert plan["policies"][0]["changes"] == {EPP: "balance_performance"}
+    # a number asked for is compared as the number it is
+    plan = fp.plan_present(topo(epp="128"), fp.Request(cpus="0-1", epp=128))
     assert plan["policies"][0]["changes"] == {}
+
+
+def test_a_raw_epp_only_where_the_driver_takes_one():
+    assert refused(fp.plan_present, topo(driver="amd-pstate-epp"), fp.Request(cpus="0-1", epp=64)) == (
+        "epp '64' is a raw register value, which amd-pstate-epp does not take; give a name from "
+        "energy_performance_available_preferences: default performance balance_performance balance_power power"
+    )
+    assert refused(fp.plan_present, topo(), fp.Request(cpus="0-1", epp="256")) == (
+        "epp '256' is a raw register value, which intel_pstate does not take (intel_pstate takes 0-255); give a "
+        "name from energy_performance_available_preferences: default performance balance_performance "
+        "balance_power power"
+    )
 
 
 def test_governor_not_available():
@@ -307,7 +325,8 @@ def test_epp_refused_under_performance_in_active_mode(driver):
     )
     # epp performance, or a powersave governor in the same request, is fine
     assert fp.plan_present(t, fp.Request(epp="performance"))["policies"][0]["target"] == {EPP: "performance"}
-    assert fp.plan_present(t, fp.Request(epp="0"))["policies"][0]["target"] == {EPP: "0"}
+    if driver == "intel_pstate":  # 0 is HWP_EPP_PERFORMANCE on every model
+        assert fp.plan_present(t, fp.Request(epp="0"))["policies"][0]["target"] == {EPP: "0"}
     plan = fp.plan_present(t, fp.Request(governor="powersave", epp="power"))
     assert plan["policies"][0]["target"] == {GOV: "powersave", EPP: "power"}
 
@@ -413,14 +432,15 @@ def test_plan_absent_restores_in_reverse_order():
     p0 = plan["policies"][2]
     assert p0["current"] == {MIN: "800000", MAX: "3900000", GOV: "powersave", EPP: "128"}
     assert p0["target"] == {MIN: "1000000", EPP: "balance_performance"}
-    assert p0["changes"] == {MIN: "1000000"}  # 200 MHz off; EPP 128 is balance_performance
+    # 200 MHz off; the kernel shows 128, a value with no name here: balance_performance is written back
+    assert p0["changes"] == {MIN: "1000000", EPP: "balance_performance"}
     assert plan["policies"][1]["changes"] == {GOV: "performance"}
     assert plan["policies"][0]["changes"] == {}
     assert list(plan) == ["policies", "skipped_offline", "forget", "tolerance_khz"]
     assert fp.plan_absent(t, store(), cpus="all")["forget"] == ["policy10", "policy2", "policy0"]
     assert fp.plan_absent(t, store())["tolerance_khz"] == 100000
     plan = fp.plan_absent(t, store(), tolerance_mhz=200)
-    assert plan["policies"][2]["changes"] == {}
+    assert plan["policies"][2]["changes"] == {EPP: "balance_performance"}
 
 
 def test_plan_absent_for_some_cpus():

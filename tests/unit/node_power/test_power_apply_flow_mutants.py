@@ -223,12 +223,22 @@ def test_write_policy_read_back_within_the_tolerance(clamped, ok):
     )
 
 
-def test_write_policy_epp_read_back_as_the_drivers_number():
-    # intel_pstate may read back the raw number of a named EPP: 255 is 'power'
+def test_write_policy_epp_number_read_back_as_the_cpus_name_for_it():
+    # a register value written reads back as the name this CPU model gives it (the kernel's own mapping)
+    acc = node()
+    acc.clamp[f"{P0}/{EPP}"] = "balance_power"
+    topo, plan = planned(acc, cpus="0-1", epp="192")
+    assert pa._write_policy(acc, topo, plan["policies"][0], [], 0) == {EPP: "balance_power"}
+
+
+def test_write_policy_epp_name_read_back_as_a_number_is_refused():
+    # a number is a value with no name on this CPU: the name written did not hold
     acc = node()
     acc.clamp[f"{P0}/{EPP}"] = "255"
     topo, plan = planned(acc, cpus="0-1", epp="power")
-    assert pa._write_policy(acc, topo, plan["policies"][0], [], 0) == {EPP: "255"}
+    with pytest.raises(ApplyError) as info:
+        pa._write_policy(acc, topo, plan["policies"][0], [], 0)
+    assert "reads back '255' after writing 'power'" in str(info.value)
 
 
 # --- _rollback -----------------------------------------------------------------------------------
@@ -985,12 +995,17 @@ def test_gather_info_of_a_machine_with_cpuidle_and_uncore():
 # --- found by the mutation run of this file ------------------------------------------------------
 
 
-def test_rollback_compares_epp_as_the_driver_names_it():
-    # intel_pstate reads 'power' back as 255: already the original, nothing to write
-    acc = node(epp="255")
+def test_rollback_compares_epp_as_the_kernel_shows_it():
+    # already the original as the kernel showed it: nothing to write
+    acc = node(epp="power")
     topo, item = rollback_item(acc, "policy0", {EPP: "power"}, {EPP: "balance_power"})
     assert pa._rollback(acc, topo, [item], 0) == (0, [])
     assert acc.writes == []
+    # a number is not a name (no table says 128 is balance_performance on this CPU): written back
+    acc = node(epp="128")
+    topo, item = rollback_item(acc, "policy0", {EPP: "balance_performance"}, {EPP: "power"})
+    assert pa._rollback(acc, topo, [item], 0) == (1, [])
+    assert acc.writes == [(f"{P0}/{EPP}", "balance_performance")]
 
 
 def test_execute_failure_with_nothing_journaled_leaves_the_state_file_alone(tmp_path):

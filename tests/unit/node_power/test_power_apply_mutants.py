@@ -547,7 +547,7 @@ def test_diff_table_one_line_per_cpu_sorted_with_names_and_dashes():
             "scaling_min_freq": "800000",
             "scaling_max_freq": "3500999",
             "scaling_governor": "powersave",
-            "energy_performance_preference": "128",
+            "energy_performance_preference": "balance_performance",
         },
         ["scaling_max_freq"],
     )
@@ -560,7 +560,7 @@ def test_diff_table_one_line_per_cpu_sorted_with_names_and_dashes():
         },
         {
             "item": p0,
-            "after": {"scaling_governor": "performance", "energy_performance_preference": " 255 "},
+            "after": {"scaling_governor": "performance", "energy_performance_preference": " power "},
             "other": {},
         },
     ]
@@ -586,7 +586,7 @@ def test_diff_table_one_line_per_cpu_sorted_with_names_and_dashes():
     }
     other = pa.diff_table(Topo("acpi-cpufreq"), results, after_key="other")
     assert other["after"].splitlines()[1] == "   0 policy0        None     None -            -"
-    assert other["before"].splitlines()[2] == "   2 policy2         800     3500 powersave    128"
+    assert other["before"].splitlines()[2] == "   2 policy2         800     3500 powersave    balance_performance"
 
 
 def test_diff_table_without_results_is_the_header():
@@ -601,7 +601,7 @@ def test_summarize():
             "scaling_min_freq": "800000",
             "scaling_max_freq": "3000000",
             "scaling_governor": "powersave",
-            "energy_performance_preference": "0",
+            "energy_performance_preference": "performance",
         },
         ["scaling_max_freq", "energy_performance_preference"],
     )
@@ -637,8 +637,10 @@ def test_mhz():
 
 
 def test_combined_diff():
-    item = policy_item("policy0", [0], {"scaling_max_freq": "3000000", "energy_performance_preference": "255"})
-    results = [{"item": item, "after": {"scaling_max_freq": "2000000", "energy_performance_preference": "128"}}]
+    item = policy_item("policy0", [0], {"scaling_max_freq": "3000000", "energy_performance_preference": "power"})
+    results = [
+        {"item": item, "after": {"scaling_max_freq": "2000000", "energy_performance_preference": "balance_performance"}}
+    ]
     a = step("a", "2", "1", "A")
     table = pa.diff_table(Topo(), results)
     assert table["after"].splitlines()[1] == "   0 policy0        None     2000 -            balance_performance"

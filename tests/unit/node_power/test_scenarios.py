@@ -241,6 +241,42 @@ def test_raw_integer_epp_is_read_and_restored(make_node):
     assert node.policy("policy1", "energy_performance_preference") == "64"
 
 
+def test_a_raw_epp_is_a_value_with_no_name_on_this_cpu_model(make_node):
+    """A CPU model whose balance_performance is 32 (intel_pstate.c intel_epp_default), with EPP 128 set
+    by the firmware: the kernel shows "128" because 128 is no preference there. The old code read it
+    as balance_performance through a fixed table: facts named the wrong preference and a request for
+    balance_performance was judged applied (changed=false, nothing written)."""
+    node = make_node("intel_pstate_active", epp_values={"balance_performance": 32}, epp="128")
+    assert node.policy("policy1", "energy_performance_preference") == "128"
+    pristine = node.digest()
+    assert cf.gather_info(node.kernel)["policies"][1]["epp"] == "128"
+    sf = str(node.state_file)
+    result = cf.apply_controls(node.kernel, request(cpus="1-2", epp="balance_performance"), state_file=sf)
+    assert result["changed"] is True
+    assert [p["after"]["epp"] for p in result["policies"]] == ["balance_performance"] * 2
+    assert node.policy("policy1", "energy_performance_preference") == "balance_performance"  # 32 in the register
+    node.kernel.writes.clear()
+    again = cf.apply_controls(node.kernel, request(cpus="1-2", epp="balance_performance"), state_file=sf)
+    assert again["changed"] is False and node.kernel.writes == []
+    cf.restore_controls(node.kernel, state_file=sf)
+    assert node.policy("policy1", "energy_performance_preference") == "128"
+    node.state_file.unlink()
+    assert node.digest() == pristine
+
+
+def test_a_raw_epp_request_is_compared_as_the_number_it_is(make_node):
+    node = make_node("intel_pstate_active", epp_values={"balance_performance": 32})
+    sf = str(node.state_file)
+    result = cf.apply_controls(node.kernel, request(cpus="1", epp="64"), state_file=sf)
+    assert result["changed"] is True and node.policy("policy1", "energy_performance_preference") == "64"
+    node.kernel.writes.clear()
+    assert cf.apply_controls(node.kernel, request(cpus="1", epp="64"), state_file=sf)["changed"] is False
+    # a number this CPU names reads back as the name: accepted as written
+    result = cf.apply_controls(node.kernel, request(cpus="2", epp="32"), state_file=sf)
+    assert result["changed"] is True
+    assert node.policy("policy2", "energy_performance_preference") == "balance_performance"
+
+
 def test_performance_governor_forces_epp_and_restores_cache(make_node):
     node = make_node("amd_pstate_epp")
     sf = str(node.state_file)
