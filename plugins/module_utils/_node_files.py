@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
 import fcntl
 import os
 import tempfile
@@ -54,7 +55,16 @@ def atomic_write(path, data, mode=0o600, prefix=None, move=None, fsync=False):
                 handle.flush()
                 os.fsync(handle.fileno())
         os.chmod(tmp, mode)
-        (move or os.replace)(tmp, path)
+        try:
+            (move or os.replace)(tmp, path)
+        except OSError:
+            raise
+        except Exception as exc:
+            # ansible-core's atomic_move raises a bare Exception (the OSError as its cause) when the
+            # rename and its copy fallback fail (an immutable file, a read-only bind mount): the
+            # callers' rollback handles OSError, so it must not slip past them as something else
+            cause = exc.__cause__
+            raise OSError(getattr(cause, "errno", None) or errno.EIO, f"{exc} ({cause or 'no cause given'})") from exc
         if not existed:
             os.chmod(path, mode)
     finally:
