@@ -81,8 +81,8 @@ options:
       - On intel_pstate also a raw register value V(0)-V(255). Which preference a number is differs by
         CPU model and kernel, so it is compared as the number it is; where the CPU names that value the
         kernel shows the name, and a re-run writes the number again - give the name instead.
-      - An EPP the kernel shows as a number is a value with no name on that CPU: it is never taken for a
-        preference by a table (it does not equal V(balance_performance) because 128 does elsewhere).
+      - An EPP the kernel shows as a number is a value with no name on that CPU, so it is never taken for
+        a preference by a table (it does not equal V(balance_performance) because 128 does elsewhere).
     type: str
   cstates:
     description:
