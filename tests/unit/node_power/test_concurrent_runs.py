@@ -17,10 +17,12 @@ import pytest
 import yaml
 from ansible_collections.poweraware.k8s.plugins.module_utils import _power_apply as pa
 from ansible_collections.poweraware.k8s.plugins.module_utils import _power_journal as journal
-from conftest import REPO_ROOT, fake_kernel
 from poweraware_testing import load_module, race, tree_digest
 
 TRIALS = 100
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
+# the kernel model as conftest.py loaded it (a bare "conftest" import is whichever directory's ran last)
+fake_kernel = sys.modules["poweraware_lab_fake_kernel"]
 LIBRARY_PACKAGE = "ansible_collections.poweraware.k8s.plugins.module_utils"
 
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import errno
 import json
+import sys
 
 import pytest
 from ansible_collections.poweraware.k8s.plugins.module_utils import _power_apply as cf
+from ansible_collections.poweraware.k8s.plugins.module_utils import _powercap as pc
 
 # flavour -> fake_sysfs scenario
 FLAVOURS = {
@@ -369,8 +371,8 @@ def test_check_mode_reports_what_the_kernel_would_hold(make_node):
 
 def test_the_planner_computes_what_the_kernel_model_holds():
     """Our planner's arithmetic against the kernel model's (both from intel_rapl_common.c)."""
-    from ansible_collections.poweraware.k8s.plugins.module_utils import _powercap as pc
-    from conftest import fake_kernel
+    # the model as conftest.py loaded it (a bare "conftest" import is whichever directory's ran last)
+    fake_kernel = sys.modules["poweraware_lab_fake_kernel"]
 
     for us in [1, 975, 976, 977, 1000, 2440, 874496, 875000, 999999, 1000000, 27983872, 40000000]:
         assert pc.held_window_us(us) == fake_kernel.rapl_time_window(us), us
