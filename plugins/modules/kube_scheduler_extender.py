@@ -365,6 +365,15 @@ def _path_problems(p, files):
     if not os.path.isdir(files.root):
         errors.append(f"root {files.root} is not a directory; fix: point root at the node's file tree")
     backup_host = files.host(p["backup_dir"])
+    static_pods = os.path.realpath(files.host(os.path.dirname(p["manifest_path"].rstrip("/"))))
+    resolved = os.path.realpath(backup_host)
+    if not inside(p["backup_dir"], os.path.dirname(p["manifest_path"].rstrip("/"))) and inside(resolved, static_pods):
+        # a symbolic link on the way: the backups would land where kubelet runs every file as a pod
+        errors.append(
+            f"backup_dir {p['backup_dir']} leads through a symbolic link into the static pod directory "
+            f"({resolved}); kubelet would run the backups as pods. Use a directory that is not linked there, "
+            "such as /var/lib/poweraware/backups/kube-scheduler"
+        )
     if os.path.lexists(backup_host) and not os.path.isdir(backup_host):
         errors.append(
             f"backup_dir {p['backup_dir']} exists and is not a directory; fix: remove that file or choose another "

@@ -581,3 +581,20 @@ def files_error(files, path):
     with pytest.raises(_node_files.NodeFileError) as err:
         files.resolve(path)
     return str(err.value)
+
+
+def test_a_backup_dir_linked_into_the_static_pod_directory_is_refused(node):
+    """Issue 45 item 13: the lexical check passed a backup_dir whose parent is a symbolic link to
+    /etc/kubernetes/manifests, and the backups landed where kubelet runs every file as a pod."""
+    link = node / "var/lib/poweraware"
+    link.parent.mkdir(parents=True)
+    link.symlink_to("../../etc/kubernetes/manifests")
+    before = snapshot(node)
+    result = run(args(node, backup_dir="/var/lib/poweraware/backups"))
+    assert result["failed"] and result["changed"] is False
+    assert (
+        f"backup_dir /var/lib/poweraware/backups leads through a symbolic link into the static pod directory "
+        f"({node / 'etc/kubernetes/manifests/backups'}); kubelet would run the backups as pods. Use a directory "
+        "that is not linked there, such as /var/lib/poweraware/backups/kube-scheduler"
+    ) in result["msg"]
+    assert snapshot(node) == before
