@@ -37,15 +37,13 @@ MANAGED_ATTRS = (MIN, MAX, GOV, EPP)
 ACTIVE_EPP_DRIVERS = ("intel_pstate", "amd-pstate-epp")
 
 
-def normalize_epp(driver, raw):
+def normalize_epp(raw):
     """An EPP as the kernel shows it: a name, or a raw register value (a number).
 
     The drivers show a number exactly when the register value matches none of the CPU model's named
     values (intel_pstate.c show_energy_performance_preference, with the per-model table
     intel_epp_default: balance_performance is 128 on some models, 32 or 102 on others), so a number
-    never names a preference, and no fixed table may turn one into a name. ``driver`` is kept for
-    the callers' sake."""
-    del driver
+    never names a preference, and no fixed table (none per driver either) may turn one into a name."""
     return None if raw is None else raw.strip()
 
 
@@ -169,7 +167,7 @@ def _policy_settings(topo, pol):
         "scaling_min_mhz": _khz_to_mhz(pol["values"].get(MIN)),
         "scaling_max_mhz": _khz_to_mhz(pol["values"].get(MAX)),
         "governor": pol["values"].get(GOV),
-        "epp": normalize_epp(topo.driver, pol["values"].get(EPP)),
+        "epp": normalize_epp(pol["values"].get(EPP)),
     }
 
 

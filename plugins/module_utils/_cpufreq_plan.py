@@ -108,7 +108,7 @@ def resolve_cpus(topo, request):
     return online, skipped
 
 
-def _values_equal(attr, current, desired, driver, tolerance_khz):
+def _values_equal(attr, current, desired, tolerance_khz):
     if current is None:
         return desired is None
     if attr in (MIN, MAX):
@@ -188,7 +188,7 @@ def _governor_epp_target(topo, request, pol, name, current, first):
                 f"CPU {first} ({name}, driver {topo.driver}) has no energy_performance_preference: EPP needs "
                 "intel_pstate or amd-pstate-epp with HWP/CPPC; drop epp for this node"
             )
-        epp = normalize_epp(topo.driver, str(request.epp))
+        epp = normalize_epp(str(request.epp))
         if epp.isdigit():
             # a register value: intel_pstate takes 0-255 (Documentation/admin-guide/pm/intel_pstate.rst);
             # which preference it is differs by CPU model, so it is compared as the number it is
@@ -229,7 +229,7 @@ def _plan_policy(topo, request, name, cpus, managed_set, tolerance_khz):
     current = dict(pol["values"])
     target = _frequency_target(request, pol, current, first)
     target.update(_governor_epp_target(topo, request, pol, name, current, first))
-    changes = {a: v for a, v in target.items() if not _values_equal(a, current.get(a), v, topo.driver, tolerance_khz)}
+    changes = {a: v for a, v in target.items() if not _values_equal(a, current.get(a), v, tolerance_khz)}
     return {"policy": pol, "cpus": cpus, "current": current, "target": target, "changes": changes}
 
 
@@ -294,9 +294,7 @@ def plan_absent(topo, store, cpus=None, tolerance_mhz=100):
         pol = topo.policies[name]
         current = dict(pol["values"])
         target = dict(entry["original"])
-        changes = {
-            a: v for a, v in target.items() if not _values_equal(a, current.get(a), v, topo.driver, tolerance_khz)
-        }
+        changes = {a: v for a, v in target.items() if not _values_equal(a, current.get(a), v, tolerance_khz)}
         plan.append({"policy": pol, "cpus": online_members, "current": current, "target": target, "changes": changes})
         forget.append(name)
     return {"policies": plan, "skipped_offline": sorted(set(skipped)), "forget": forget, "tolerance_khz": tolerance_khz}

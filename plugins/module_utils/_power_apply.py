@@ -111,7 +111,7 @@ def _write_policy(acc, topo, item, journal, tolerance_khz):
         readback[attr] = got
         # a number written as EPP reads back as a name where the CPU model names that value
         named = attr == EPP and str(value).isdigit() and got is not None and not got.strip().isdigit()
-        if not named and not _values_equal(attr, got, value, topo.driver, tolerance_khz):
+        if not named and not _values_equal(attr, got, value, tolerance_khz):
             raise ApplyError(
                 f"{acc.path(rel)} reads back {got!r} after writing {value!r} (CPU {format_cpulist(item['cpus'])}): "
                 "the kernel clamped or refused the value silently"
@@ -133,7 +133,7 @@ def _rollback(acc, topo, touched, tolerance_khz, failed=None):
             if attr in item["current"]:
                 live[attr] = _read_optional(acc, f"{pol['path']}/{attr}")
         target = {a: item["current"][a] for a in item["changes"] if item["current"].get(a) is not None}
-        changes = {a: v for a, v in target.items() if not _values_equal(a, live.get(a), v, topo.driver, tolerance_khz)}
+        changes = {a: v for a, v in target.items() if not _values_equal(a, live.get(a), v, tolerance_khz)}
         for attr, value in order_writes(live, changes):
             try:
                 acc.write(f"{pol['path']}/{attr}", value)
@@ -209,7 +209,7 @@ def diff_table(topo, results, after_key="after"):
     header = f"{'cpu':>4} {'policy':<10} {'min_mhz':>8} {'max_mhz':>8} {'governor':<12} epp"
 
     def line(cpu, name, values):
-        epp = normalize_epp(topo.driver, values.get(EPP)) if values.get(EPP) is not None else "-"
+        epp = normalize_epp(values.get(EPP)) if values.get(EPP) is not None else "-"
         return (
             f"{cpu:>4} {name:<10} {str(mhz(values.get(MIN))):>8} {str(mhz(values.get(MAX))):>8} "
             f"{str(values.get(GOV) or '-'):<12} {epp}"
@@ -239,7 +239,7 @@ def summarize(topo, results):
                 "min_mhz": mhz(values.get(MIN)),
                 "max_mhz": mhz(values.get(MAX)),
                 "governor": values.get(GOV),
-                "epp": normalize_epp(topo.driver, values.get(EPP)) if values.get(EPP) is not None else None,
+                "epp": normalize_epp(values.get(EPP)) if values.get(EPP) is not None else None,
             }
 
         out.append(

@@ -357,7 +357,9 @@ def _path_problems(p, files):
     for name in ("manifest_path", "config_path", "policy_path", "backup_dir"):
         if not p[name].startswith("/"):
             errors.append(f"{name} must be an absolute path on the node, got {p[name]!r}")
-    if inside(p["backup_dir"], os.path.dirname(p["manifest_path"].rstrip("/"))):
+    static_pod_dir = os.path.dirname(p["manifest_path"].rstrip("/"))
+    backup_in_static_pods = inside(p["backup_dir"], static_pod_dir)
+    if backup_in_static_pods:
         errors.append(
             f"backup_dir {p['backup_dir']} is the static pod directory or inside it; kubelet would run the backups "
             "as pods. Use a directory such as /var/lib/poweraware/backups/kube-scheduler"
@@ -365,9 +367,8 @@ def _path_problems(p, files):
     if not os.path.isdir(files.root):
         errors.append(f"root {files.root} is not a directory; fix: point root at the node's file tree")
     backup_host = files.host(p["backup_dir"])
-    static_pods = os.path.realpath(files.host(os.path.dirname(p["manifest_path"].rstrip("/"))))
     resolved = os.path.realpath(backup_host)
-    if not inside(p["backup_dir"], os.path.dirname(p["manifest_path"].rstrip("/"))) and inside(resolved, static_pods):
+    if not backup_in_static_pods and inside(resolved, os.path.realpath(files.host(static_pod_dir))):
         # a symbolic link on the way: the backups would land where kubelet runs every file as a pod
         errors.append(
             f"backup_dir {p['backup_dir']} leads through a symbolic link into the static pod directory "

@@ -19,22 +19,21 @@ POWERCAP = "class/powercap"
 
 
 @pytest.mark.parametrize(
-    ("driver", "raw", "want"),
+    ("raw", "want"),
     [
         # a number is a register value with no name on this CPU: shown as the kernel shows it, never
         # renamed by a table (balance_performance is 128 on some models, 32 on others)
-        ("intel_pstate", "0", "0"),
-        ("intel_pstate", "128\n", "128"),
-        ("intel_pstate", " 192 ", "192"),
-        ("amd-pstate-epp", "191", "191"),
-        ("acpi-cpufreq", "0", "0"),
-        (None, "255", "255"),
-        ("intel_pstate", " power \n", "power"),
-        ("intel_pstate", None, None),
+        ("0", "0"),
+        ("128\n", "128"),
+        (" 192 ", "192"),
+        ("191", "191"),
+        ("255", "255"),
+        (" power \n", "power"),
+        (None, None),
     ],
 )
-def test_normalize_epp(driver, raw, want):
-    assert ct.normalize_epp(driver, raw) == want
+def test_normalize_epp(raw, want):
+    assert ct.normalize_epp(raw) == want
 
 
 def test_constants():

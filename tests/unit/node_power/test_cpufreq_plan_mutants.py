@@ -140,13 +140,13 @@ def test_resolve_cpus():
     ],
 )
 def test_values_equal(attr, current, desired, equal):
-    assert fp._values_equal(attr, current, desired, "intel_pstate", 100000) is equal
+    assert fp._values_equal(attr, current, desired, 100000) is equal
 
 
 def test_values_equal_epp_uses_no_table_of_the_drivers():
     # 191 is amd-pstate's default balance_power, 192 intel_pstate's; a CPU model may use others
-    assert fp._values_equal(EPP, "191", "balance_power", "amd-pstate-epp", 0) is False
-    assert fp._values_equal(EPP, "192", "balance_power", "intel_pstate", 0) is False
+    assert fp._values_equal(EPP, "191", "balance_power", 0) is False
+    assert fp._values_equal(EPP, "192", "balance_power", 0) is False
 
 
 # --- order_writes --------------------------------------------------------------------------------------
