@@ -238,10 +238,11 @@ def plan_node(info, pools, profiles, reserved=None, reserved_given=False, kubele
     ``kubelet_reserved``, read from ``kubelet_source``); ``uncore``/``power_cap`` the node-level
     controls (None: not managed).
 
-    Returns ``{errors, notes, slowdowns, assignments, reserved, shared, node}``: ``assignments``
+    Returns ``{errors, notes, slowdowns, assignments, reserved, shared, node, apply}``: ``assignments``
     ``[{pool, profile, cpus, min_mhz, max_mhz, epp, governor[, cstates]}]`` one per pool x limit
     group (empty when there are errors or no cpufreq); ``node`` the node-level controls as a
-    ``cpu_power_profile`` request (``{pool: node, cpus: all, uncore, power_cap}``) or None.
+    ``cpu_power_profile`` request (``{pool: node, cpus: all, uncore, power_cap}``) or None;
+    ``apply`` what the role applies in one ``cpu_power_profile`` call (its ``assignments``).
     """
     pools = pools or []
     profiles = profiles or {}
@@ -268,4 +269,7 @@ def plan_node(info, pools, profiles, reserved=None, reserved_given=False, kubele
     node = {k: v for k, v in (("uncore", uncore), ("power_cap", power_cap)) if v is not None}
     plan["node"] = dict(pool="node", profile=None, cpus="all", **node) if node and not errors else None
     plan["shared"] = shared
-    return {k: plan[k] for k in ("errors", "notes", "slowdowns", "assignments", "reserved", "shared", "node")}
+    # The node-level controls first: a BIOS-locked power limit is found only by writing it (EACCES),
+    # and found first it fails the run before any pool was written (nothing to roll back).
+    plan["apply"] = ([plan["node"]] if plan["node"] else []) + plan["assignments"]
+    return {k: plan[k] for k in ("errors", "notes", "slowdowns", "assignments", "reserved", "shared", "node", "apply")}

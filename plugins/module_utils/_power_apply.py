@@ -74,6 +74,7 @@ __all__ = [
     "SysfsAccessor",
     "Topology",
     "ValidationError",
+    "apply_assignments",
     "apply_controls",
     "apply_profile",
     "diff_table",
@@ -489,36 +490,184 @@ def _validate_all(acc, topo, request, controls, tolerance_mhz):
     return online, skipped, pstate, plans
 
 
-def apply_controls(acc, request, cstates=None, uncore=None, power_cap=None, state_file=DEFAULT_STATE_FILE,
-                   check_mode=False, tolerance_mhz=100):  # fmt: skip
-    """state=present for P-states and the other controls: validate all, then write. Returns the result."""
-    controls = {"cstates": cstates, "uncore": uncore, "power_cap": power_cap}
+def _nothing_to_apply(request, controls):
     if all(v is None for v in request.settings().values()) and all(v is None for v in controls.values()):
         raise ValidationError(
             "nothing to apply: give at least one of min_mhz, max_mhz, governor, epp, cstates, uncore, power_cap"
         )
+
+
+def _apply_validated(acc, topo, validated, store, check_mode, state_file):
+    """Write what ``_validate_all`` planned (rolling back this part on failure). Returns the result
+    and what was written, for a caller that must undo it later (``apply_assignments``)."""
+    online, skipped, pstate, plans = validated
+    snapshot = copy.deepcopy(store.data)
+    changed, results = execute(acc, topo, pstate, store=store, check_mode=check_mode) if pstate else (False, [])
+    steps = [s for plan in plans for s in plan["writes"] if needs_write(s)]
+    items = [i for i in pstate["policies"] if i["changes"]] if pstate and not check_mode else []
+    tolerance_khz = pstate["tolerance_khz"] if pstate else 0
+    if steps and not check_mode:
+        run_steps(acc, topo, steps, store, snapshot, items, tolerance_khz)
+    result = {
+        "changed": changed or bool(steps),
+        "cpus": format_cpulist(pstate["managed"] if pstate else online),
+        "skipped_offline": format_cpulist(pstate["skipped_offline"] if pstate else skipped),
+        "driver": topo.driver,
+        "policies": summarize(topo, results),
+        "controls": {plan["control"]: _control_summary(plan, steps) for plan in plans},
+        "messages": [m for plan in plans for m in plan["messages"]],
+        "state_file": state_file,
+        "diff": _combined_diff(topo, results, steps),
+    }
+    written = {"topo": topo, "items": items, "steps": [] if check_mode else steps, "tolerance_khz": tolerance_khz}
+    return result, written
+
+
+def apply_controls(acc, request, cstates=None, uncore=None, power_cap=None, state_file=DEFAULT_STATE_FILE,
+                   check_mode=False, tolerance_mhz=100):  # fmt: skip
+    """state=present for P-states and the other controls: validate all, then write. Returns the result."""
+    controls = {"cstates": cstates, "uncore": uncore, "power_cap": power_cap}
+    _nothing_to_apply(request, controls)
     with state_lock(state_file, exclusive=not check_mode):
         topo = Topology(acc)
-        online, skipped, pstate, plans = _validate_all(acc, topo, request, controls, tolerance_mhz)
+        validated = _validate_all(acc, topo, request, controls, tolerance_mhz)
+        result, _written = _apply_validated(acc, topo, validated, StateStore(state_file), check_mode, state_file)
+        return result
+
+
+# --------------------------------------------------------------------------------------------
+# Several assignments in one run (a node's pools and its node-level controls)
+# --------------------------------------------------------------------------------------------
+
+ASSIGNMENT_CONTROLS = ("cstates", "uncore", "power_cap")
+
+
+def assignment_label(item, index):
+    """How messages name an assignment: its pool (and profile) when given, else its position."""
+    pool, profile = item.get("pool"), item.get("profile")
+    if pool is None:
+        return f"assignments[{index}]"
+    return f"pool {pool}" + (f" (profile {profile})" if profile is not None else "")
+
+
+def _assignment_request(item, reserved_cpus):
+    request = Request(
+        cpus=item.get("cpus"),
+        reserved_cpus=reserved_cpus,
+        min_mhz=item.get("min_mhz"),
+        max_mhz=item.get("max_mhz"),
+        governor=item.get("governor"),
+        epp=item.get("epp"),
+    )
+    controls = {name: item.get(name) for name in ASSIGNMENT_CONTROLS}
+    _nothing_to_apply(request, controls)
+    return request, controls
+
+
+def _recorded_since(store, snapshot):
+    """Originals the journal holds now that ``snapshot`` did not: what a failed part kept because
+    its own rollback could not write them back (they stay changed, so they must stay recorded)."""
+    old_policies = snapshot.get("policies", {})
+    attrs = [
+        (name, attr)
+        for name, entry in store.policies.items()
+        for attr in entry["original"]
+        if attr not in old_policies.get(name, {}).get("original", {})
+    ]
+    paths = [path for path in store.attributes if path not in snapshot.get("attributes", {})]
+    return attrs, paths
+
+
+def _undo_earlier(acc, label, exc, written, store, start, before_failed):
+    """A later assignment failed (and rolled itself back): write back what the earlier ones wrote,
+    newest first, and return the journal to where the run started. Returns the ApplyError to raise."""
+    kept_attrs, kept_paths = _recorded_since(store, before_failed)
+    failed_attrs, failed_paths, problems, restored = [], [], [], 0
+    for part in reversed(written):
+        count, more = _rollback_steps(acc, part["steps"], failed_paths)
+        restored += count
+        problems.extend(more)
+        count, more = _rollback(acc, part["topo"], part["items"], part["tolerance_khz"], failed_attrs)
+        restored += count
+        problems.extend(more)
+    note = _rewind_journal(store, start, problems, failed_attrs + kept_attrs, failed_paths + kept_paths)
+    if problems:
+        return ApplyError(
+            f"{label}: {exc}; rolling back the earlier assignments FAILED for: {'; '.join(problems)} - check "
+            f"these attributes by hand{note}"
+        )
+    return ApplyError(
+        f"{label}: {exc}; the earlier assignments were rolled back too ({restored} value(s)): the node is as "
+        "before this run"
+    )
+
+
+def apply_assignments(acc, assignments, reserved_cpus=(), state_file=DEFAULT_STATE_FILE, check_mode=False,
+                      tolerance_mhz=100):  # fmt: skip
+    """state=present for several assignments in one run, under one lock: every assignment is
+    validated against the node before the first write (all problems reported at once, each named by
+    its pool), then they are applied in order; a failure in any rolls back what the earlier ones
+    wrote, so the node ends as it was or as asked, never with some pools applied.
+
+    Each assignment is a dict: ``cpus`` and the settings of ``apply_controls`` (``min_mhz``,
+    ``max_mhz``, ``governor``, ``epp``, ``cstates``, ``uncore``, ``power_cap``), with ``pool`` and
+    ``profile`` naming it in messages. Returns the combined result with one entry per assignment."""
+    if not assignments:
+        raise ValidationError("assignments is empty: give at least one assignment (cpus and what to set)")
+    problems, requests = [], []
+    for index, item in enumerate(assignments):
+        label = assignment_label(item, index)
+        try:
+            requests.append((label, item, *_assignment_request(item, reserved_cpus)))
+        except ValidationError as exc:
+            problems.append(f"{label}: {exc}")
+    with state_lock(state_file, exclusive=not check_mode):
+        if not problems:
+            topo = Topology(acc)
+            for label, _item, request, controls in requests:
+                try:
+                    _validate_all(acc, topo, request, controls, tolerance_mhz)
+                except ValidationError as exc:
+                    problems.append(f"{label}: {exc}")
+        if problems:
+            raise ValidationError("; ".join(problems))
         store = StateStore(state_file)
-        snapshot = copy.deepcopy(store.data)
-        changed, results = execute(acc, topo, pstate, store=store, check_mode=check_mode) if pstate else (False, [])
-        steps = [s for plan in plans for s in plan["writes"] if needs_write(s)]
-        if steps and not check_mode:
-            items = [i for i in pstate["policies"] if i["changes"]] if pstate else []
-            tolerance_khz = pstate["tolerance_khz"] if pstate else 0
-            run_steps(acc, topo, steps, store, snapshot, items, tolerance_khz)
-        return {
-            "changed": changed or bool(steps),
-            "cpus": format_cpulist(pstate["managed"] if pstate else online),
-            "skipped_offline": format_cpulist(pstate["skipped_offline"] if pstate else skipped),
-            "driver": topo.driver,
-            "policies": summarize(topo, results),
-            "controls": {plan["control"]: _control_summary(plan, steps) for plan in plans},
-            "messages": [m for plan in plans for m in plan["messages"]],
-            "state_file": state_file,
-            "diff": _combined_diff(topo, results, steps),
-        }
+        start = copy.deepcopy(store.data)
+        results, written = [], []
+        for label, item, request, controls in requests:
+            before = copy.deepcopy(store.data)
+            try:
+                # planned again from what the kernel holds now: an earlier assignment may share CPUs
+                topo = Topology(acc)
+                validated = _validate_all(acc, topo, request, controls, tolerance_mhz)
+                result, done = _apply_validated(acc, topo, validated, store, check_mode, state_file)
+            except (PowerError, OSError) as exc:
+                if not written:  # nothing of this run is left to undo (a part rolls itself back)
+                    if isinstance(exc, PowerError):
+                        raise type(exc)(f"{label}: {exc}") from exc
+                    raise
+                raise _undo_earlier(acc, label, exc, written, store, start, before) from exc
+            written.append(done)
+            results.append({"pool": item.get("pool"), "profile": item.get("profile"), **result})
+        return _combined_assignments(results, state_file)
+
+
+def _combined_assignments(results, state_file):
+    before, after = [], []
+    for index, result in enumerate(results):
+        diff = result.pop("diff")
+        if result["changed"]:
+            header = f"# {assignment_label(result, index)}\n"
+            before.append(header + diff["before"])
+            after.append(header + diff["after"])
+    return {
+        "changed": any(r["changed"] for r in results),
+        "driver": results[0]["driver"],
+        "assignments": results,
+        "messages": [f"{assignment_label(r, i)}: {m}" for i, r in enumerate(results) for m in r["messages"]],
+        "state_file": state_file,
+        "diff": {"before": "".join(before), "after": "".join(after)},
+    }
 
 
 def plan_attribute_restore(acc, store, cpus=None):

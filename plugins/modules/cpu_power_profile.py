@@ -50,11 +50,105 @@ attributes:
   idempotent:
     support: full
 options:
+  assignments:
+    description:
+      - Several requests in one run, each for its own CPUs (a node's CPU pools and its node-level
+        controls, as the C(cpu_power) role applies them). Mutually exclusive with O(cpus) and the
+        settings (O(min_mhz), O(max_mhz), O(governor), O(epp), O(cstates), O(uncore), O(power_cap)).
+      - Every assignment is validated against the node before the first write, and every problem of
+        every assignment is reported at once, named by its pool. They are applied in order; when a
+        write of a later one fails, what the earlier ones wrote is rolled back too, so the node ends as
+        it was or as asked, never with some pools applied.
+      - Only with O(state=present).
+    type: list
+    elements: dict
+    suboptions:
+      pool:
+        description: Name of the pool, used in messages and in RV(assignments).
+        type: str
+      profile:
+        description: Name of the pool's profile, used in messages and in RV(assignments).
+        type: str
+      cpus:
+        description: The CPUs of this assignment, as O(cpus); O(reserved_cpus) are subtracted.
+        type: raw
+        required: true
+      min_mhz:
+        description: As O(min_mhz).
+        type: raw
+      max_mhz:
+        description: As O(max_mhz).
+        type: raw
+      governor:
+        description: As O(governor).
+        type: str
+      epp:
+        description: As O(epp).
+        type: str
+      cstates:
+        description: As O(cstates).
+        type: dict
+        suboptions:
+          disable:
+            description: As O(cstates.disable).
+            type: list
+            elements: str
+          enable:
+            description: As O(cstates.enable).
+            type: list
+            elements: str
+          max_latency_us:
+            description: As O(cstates.max_latency_us).
+            type: int
+      uncore:
+        description: As O(uncore).
+        type: dict
+        suboptions:
+          min_khz:
+            description: As O(uncore.min_khz).
+            type: int
+          max_khz:
+            description: As O(uncore.max_khz).
+            type: int
+          min_pct:
+            description: As O(uncore.min_pct).
+            type: int
+          max_pct:
+            description: As O(uncore.max_pct).
+            type: int
+          packages:
+            description: As O(uncore.packages).
+            type: list
+            elements: int
+      power_cap:
+        description: As O(power_cap).
+        type: dict
+        suboptions:
+          watts:
+            description: As O(power_cap.watts).
+            type: float
+            required: true
+          time_window_us:
+            description: As O(power_cap.time_window_us).
+            type: int
+          packages:
+            description: As O(power_cap.packages).
+            type: list
+            elements: int
+          constraint:
+            description: As O(power_cap.constraint).
+            type: str
+            choices: [long_term, short_term]
+            default: long_term
+          allow_below_floor:
+            description: As O(power_cap.allow_below_floor).
+            type: bool
+            default: false
   cpus:
     description:
       - CPUs to manage, as a Linux CPU list string (V(2-5,8)), a list of CPU numbers, or V(all).
-      - Required with O(state=present). With O(state=absent), limits the restore to the policies of
-        these CPUs; omitted restores everything recorded in O(state_file).
+      - Required with O(state=present) unless O(assignments) is given. With O(state=absent), limits the
+        restore to the policies of these CPUs; omitted restores everything recorded in O(state_file).
     type: raw
   reserved_cpus:
     description:
@@ -239,6 +333,25 @@ EXAMPLES = r"""
       watts: 150
       time_window_us: 1000000
 
+- name: Two pools and a package power cap in one run (all validated first, all or nothing)
+  poweraware.k8s.cpu_power_profile:
+    reserved_cpus: "0-1"
+    assignments:
+      - pool: node
+        cpus: all
+        power_cap:
+          watts: 150
+      - pool: latency
+        profile: performance
+        cpus: "2-3"
+        min_mhz: max
+        max_mhz: max
+        epp: performance
+      - pool: shared
+        cpus: "4-7"
+        max_mhz: 2000
+        epp: power
+
 - name: Restore the original settings of every CPU this module touched
   poweraware.k8s.cpu_power_profile:
     state: absent
@@ -247,12 +360,12 @@ EXAMPLES = r"""
 RETURN = r"""
 cpus:
   description: Online CPUs managed by this call (a CPU list string).
-  returned: always
+  returned: unless O(assignments) is given
   type: str
   sample: "2-5"
 skipped_offline:
   description: Requested CPUs that were offline and therefore skipped.
-  returned: always
+  returned: unless O(assignments) is given
   type: str
   sample: "6-7"
 driver:
@@ -262,7 +375,7 @@ driver:
   sample: intel_pstate
 policies:
   description: One entry per cpufreq policy managed, with values before and after (read back).
-  returned: always
+  returned: unless O(assignments) is given
   type: list
   elements: dict
   contains:
@@ -291,7 +404,7 @@ controls:
   description:
     - With O(state=present), one entry per requested control (C(cstates), C(uncore), C(power_cap)).
     - With O(state=absent), C(restored) and C(unchanged) list the attributes written back or already at their original.
-  returned: always
+  returned: unless O(assignments) is given
   type: dict
   sample:
     cstates:
@@ -300,11 +413,24 @@ controls:
       settings: [{attribute: "cpu4 state3 (C6) disable", before: "0", after: "1"}]
       messages: []
 messages:
-  description: Controls this machine does not have (skipped, nothing changed), attributes gone since they were recorded.
+  description:
+    - Controls this machine does not have (skipped, nothing changed), attributes gone since they were recorded.
+    - With O(assignments), each message starts with the pool (or the assignment's position) it is about.
   returned: always
   type: list
   elements: str
   sample: ["uncore: no intel_uncore_frequency directory (...); uncore skipped, nothing changed"]
+assignments:
+  description:
+    - With O(assignments), one entry per assignment in the order given - its O(assignments[].pool),
+      O(assignments[].profile) and what the module returns for a single request (RV(cpus),
+      RV(skipped_offline), RV(driver), RV(policies), RV(controls), RV(messages), RV(changed)).
+  returned: when O(assignments) is given
+  type: list
+  elements: dict
+  sample:
+    - {pool: shared, profile: null, changed: true, cpus: "4-7", skipped_offline: "", driver: intel_pstate,
+       policies: [], controls: {}, messages: [], state_file: /var/lib/poweraware/cpu_power_state.json}
 state_file:
   description: Path of the file holding the original values.
   returned: always
@@ -319,6 +445,7 @@ from ansible_collections.poweraware.k8s.plugins.module_utils._power_apply import
     Request,
     SysfsAccessor,
     ValidationError,
+    apply_assignments,
     apply_controls,
     restore_controls,
 )
@@ -331,57 +458,95 @@ def _given(spec):
     return {k: v for k, v in spec.items() if v is not None}
 
 
+CSTATES = dict(
+    type="dict",
+    options=dict(
+        disable=dict(type="list", elements="str"),
+        enable=dict(type="list", elements="str"),
+        max_latency_us=dict(type="int"),
+    ),
+)
+UNCORE = dict(
+    type="dict",
+    options=dict(
+        min_khz=dict(type="int"),
+        max_khz=dict(type="int"),
+        min_pct=dict(type="int"),
+        max_pct=dict(type="int"),
+        packages=dict(type="list", elements="int"),
+    ),
+)
+POWER_CAP = dict(
+    type="dict",
+    options=dict(
+        watts=dict(type="float", required=True),
+        time_window_us=dict(type="int"),
+        packages=dict(type="list", elements="int"),
+        constraint=dict(type="str", choices=["long_term", "short_term"], default="long_term"),
+        allow_below_floor=dict(type="bool", default=False),
+    ),
+)
+# What one assignment sets: the options of a single request (an assignment's C-states, uncore and
+# power cap are those options' own dicts).
+SETTINGS = dict(
+    min_mhz=dict(type="raw"),
+    max_mhz=dict(type="raw"),
+    governor=dict(type="str"),
+    epp=dict(type="str"),
+    cstates=CSTATES,
+    uncore=UNCORE,
+    power_cap=POWER_CAP,
+)
+
+
+def _assignment(item):
+    """One entry of O(assignments) without what the user left out, its dicts likewise."""
+    given = _given(item)
+    given.update({name: _given(item[name]) for name in ("cstates", "uncore", "power_cap") if item[name] is not None})
+    return given
+
+
 def run_module():
     module = AnsibleModule(
         argument_spec=dict(
             cpus=dict(type="raw"),
             reserved_cpus=dict(type="raw", default=[]),
-            min_mhz=dict(type="raw"),
-            max_mhz=dict(type="raw"),
-            governor=dict(type="str"),
-            epp=dict(type="str"),
             state=dict(type="str", choices=["present", "absent"], default="present"),
             sysfs_root=dict(type="path", default="/sys"),
             state_file=dict(type="path", default="/var/lib/poweraware/cpu_power_state.json"),
             tolerance_mhz=dict(type="int", default=100),
-            cstates=dict(
-                type="dict",
+            assignments=dict(
+                type="list",
+                elements="dict",
                 options=dict(
-                    disable=dict(type="list", elements="str"),
-                    enable=dict(type="list", elements="str"),
-                    max_latency_us=dict(type="int"),
+                    pool=dict(type="str"), profile=dict(type="str"), cpus=dict(type="raw", required=True), **SETTINGS
                 ),
             ),
-            uncore=dict(
-                type="dict",
-                options=dict(
-                    min_khz=dict(type="int"),
-                    max_khz=dict(type="int"),
-                    min_pct=dict(type="int"),
-                    max_pct=dict(type="int"),
-                    packages=dict(type="list", elements="int"),
-                ),
-            ),
-            power_cap=dict(
-                type="dict",
-                options=dict(
-                    watts=dict(type="float", required=True),
-                    time_window_us=dict(type="int"),
-                    packages=dict(type="list", elements="int"),
-                    constraint=dict(type="str", choices=["long_term", "short_term"], default="long_term"),
-                    allow_below_floor=dict(type="bool", default=False),
-                ),
-            ),
+            **SETTINGS,
         ),
-        required_if=[("state", "present", ["cpus"])],
+        required_if=[("state", "present", ["cpus", "assignments"], True)],
+        mutually_exclusive=[("assignments", name) for name in ("cpus", *SETTINGS)],
         supports_check_mode=True,
     )
     p = module.params
     if p["tolerance_mhz"] < 0:
         module.fail_json(msg=f"tolerance_mhz={p['tolerance_mhz']} must be >= 0")
+    if p["state"] == "absent" and p["assignments"] is not None:
+        module.fail_json(
+            msg="assignments is for state=present; state=absent restores by cpus (or everything when cpus is omitted)"
+        )
     acc = SysfsAccessor(p["sysfs_root"])
     try:
-        if p["state"] == "present":
+        if p["state"] == "present" and p["assignments"] is not None:
+            result = apply_assignments(
+                acc,
+                [_assignment(item) for item in p["assignments"]],
+                reserved_cpus=p["reserved_cpus"],
+                state_file=p["state_file"],
+                check_mode=module.check_mode,
+                tolerance_mhz=p["tolerance_mhz"],
+            )
+        elif p["state"] == "present":
             request = Request(
                 cpus=p["cpus"],
                 reserved_cpus=p["reserved_cpus"],

@@ -1140,7 +1140,7 @@ def test_dry_run_names_the_drift_and_the_real_run_fixes_it(site, api, lab):
     assert check.rc == 0, check
     changed_tasks = _changed_tasks(check.stdout)
     assert changed_tasks == {
-        ("cpu_power : Apply the profiles", worker),
+        ("cpu_power : Apply the node-level controls and the profiles (validated together, all or nothing)", worker),
         ("nfd : Apply the NFD CRDs (NodeFeature, NodeFeatureGroup, NodeFeatureRule)", lab.control_plane_node),
         (NFD_APPLY, lab.control_plane_node),
         (KSM_APPLY, lab.control_plane_node),

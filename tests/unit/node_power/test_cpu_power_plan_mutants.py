@@ -251,7 +251,8 @@ def test_plan_with_epp_per_pool_and_limit_group():
     assert result["notes"] == ["pool shared: CPUs 5 are offline and skipped"]
     assert result["shared"] == [1, 5] and result["reserved"] == [0]
     assert result["node"] is None
-    assert list(result) == ["errors", "notes", "slowdowns", "assignments", "reserved", "shared", "node"]
+    assert list(result) == ["errors", "notes", "slowdowns", "assignments", "reserved", "shared", "node", "apply"]
+    assert result["apply"] == result["assignments"]
 
 
 def test_plan_without_epp_uses_the_fallback_governor_when_available():
@@ -295,6 +296,7 @@ def test_no_pools_no_profiles_plan_nothing():
 def test_node_controls_alone_and_with_errors():
     result = node(power_cap={"watts": 90})
     assert result["node"] == {"pool": "node", "profile": None, "cpus": "all", "power_cap": {"watts": 90}}
+    assert result["apply"] == [result["node"], *result["assignments"]]  # found locked before any pool is written
     result = node(uncore={"max_pct": 50})
     assert result["node"] == {"pool": "node", "profile": None, "cpus": "all", "uncore": {"max_pct": 50}}
     assert node(uncore={"max_pct": 50}, shared_profile="x")["node"] is None

@@ -87,6 +87,7 @@ def test_defaults_change_nothing_beyond_pools():
         "reserved": [0],
         "shared": [1, 2, 3, 4, 5, 6, 7],
         "node": None,
+        "apply": [],
     }
 
 
