@@ -302,7 +302,14 @@ class FakeKernel(SysfsAccessor):
         return pathlib.Path(self.root, rel).read_text().strip()
 
     def raw_write(self, rel, value):
-        pathlib.Path(self.root, rel).write_text(f"{value}\n")
+        # A sysfs read never sees half a store (the attribute's show() formats the whole value), so
+        # the model replaces the file whole: a reader in another process (a second run, the boot unit)
+        # must never read '' between a truncate and a write.
+        path = pathlib.Path(self.root, rel)
+        temp = path.with_name(f".{path.name}.{os.getpid()}.model")
+        temp.write_text(f"{value}\n")
+        os.chmod(temp, path.stat().st_mode & 0o7777)
+        os.replace(temp, path)
 
     def raw_exists(self, rel):
         return pathlib.Path(self.root, rel).exists()

@@ -26,6 +26,10 @@ and, for the scenarios that ask for them (shape keys ``idle``, ``uncore``, ``pow
     class/powercap/intel-rapl:N/constraint_{0,1}_*  (locked: the kernel model refuses writes)
     class/hwmon/hwmonN/{name,energyN_input,energyN_label | power1_input,power1_label}
 
+The shape key ``registration_order`` (package ids, default ascending) models a boot on which the
+drivers registered the packages in another order: RAPL zone and TPMI ``uncoreNN`` numbers follow it
+(only a zone's ``name`` and a domain's ``package_id``/``domain_id`` name the package).
+
 Command line: ``python lab/fake_sysfs.py ROOT SCENARIO [--cpus N] [--rebuild]``.
 """
 
@@ -216,10 +220,24 @@ def _uncore_dir(udir: pathlib.Path, lo, hi, ids=None):
         _put(udir / key, value, 0o400)
 
 
-def _uncore(cpu_dir: pathlib.Path, kind, packages):
+def _registration(packages, order):
+    """The package ids in the order the drivers registered them on this boot (default ascending).
+    powercap zone ids (powercap_sys.c, idr_alloc) and TPMI uncoreNN ids (uncore-frequency-common.c,
+    ida_alloc) are handed out in that order, which follows probing and CPU onlining and may differ
+    from one boot to the next: only a zone's ``name`` and a domain's ``package_id``/``domain_id``
+    say which package it is."""
+    if order is None:
+        return list(range(packages))
+    order = [int(p) for p in order]
+    if sorted(order) != list(range(packages)):
+        raise ValueError(f"registration_order {order} must list each of the {packages} package ids once")
+    return order
+
+
+def _uncore(cpu_dir: pathlib.Path, kind, packages, order=None):
     base = cpu_dir / "intel_uncore_frequency"
     index = 0
-    for pkg in range(packages):
+    for pkg in _registration(packages, order):
         if kind == "legacy":
             _uncore_dir(base / f"package_{pkg:02d}_die_00", *UNCORE_LEGACY)
             continue
@@ -261,7 +279,7 @@ def _rapl_constraints(zone: pathlib.Path, tdp_w, enabled):
     _put(zone / "enabled", enabled)
 
 
-def _rapl(root: pathlib.Path, packages, tdp_w, energy_mode, kind="rapl"):
+def _rapl(root: pathlib.Path, packages, tdp_w, energy_mode, kind="rapl", order=None):
     """The zones live where the kernel puts them, under the powercap control type's device
     (devices/virtual/powercap/intel-rapl/intel-rapl:N, sub-zones nested inside their package), and
     class/powercap holds symlinks to them (drivers/powercap/powercap_sys.c): readers of either path
@@ -273,8 +291,8 @@ def _rapl(root: pathlib.Path, packages, tdp_w, energy_mode, kind="rapl"):
     # A zone's directory is "<parent>:%x" of the id the powercap class hands out in registration
     # order (powercap_sys.c powercap_register_zone: idr_alloc, then dev_set_name("%s:%x")): the 11th
     # top-level zone is intel-rapl:a. intel_rapl_common registers the packages first, then psys.
-    for pkg in range(packages):
-        zone = control / f"intel-rapl:{pkg:x}"
+    for index, pkg in enumerate(_registration(packages, order)):
+        zone = control / f"intel-rapl:{index:x}"
         zones.append(zone)
         _put(zone / "name", f"package-{pkg}", 0o444)
         _put(zone / "enabled", 1)
@@ -289,7 +307,7 @@ def _rapl(root: pathlib.Path, packages, tdp_w, energy_mode, kind="rapl"):
         if kind in ("rapl_pl2", "locked"):
             # a BIOS-locked limit reads as disabled (intel_rapl_common.c get_domain_enable)
             _rapl_constraints(zone, tdp_w, 0 if kind == "locked" else 1)
-        sub = zone / f"intel-rapl:{pkg:x}:0"
+        sub = zone / f"intel-rapl:{index:x}:0"
         zones.append(sub)
         _put(sub / "name", "dram", 0o444)
         _put(sub / "energy_uj", 4242 + pkg, energy_mode)
@@ -341,6 +359,7 @@ def build_tree(root: pathlib.Path, scenario: str, rebuild: bool = False, **shape
         "uncore",
         "powercap",
         "hwmon",
+        "registration_order",
     }
     if unknown:
         raise TypeError(f"unknown shape argument(s): {', '.join(sorted(unknown))}")
@@ -420,10 +439,10 @@ def build_tree(root: pathlib.Path, scenario: str, rebuild: bool = False, **shape
     if opts.get("idle"):
         _cpuidle(cpu_dir, opts["idle"], online)
     if opts.get("uncore"):
-        _uncore(cpu_dir, opts["uncore"], packages)
+        _uncore(cpu_dir, opts["uncore"], packages, opts.get("registration_order"))
     powercap = opts.get("powercap", "rapl")
     if powercap:
-        _rapl(root, packages, float(opts.get("tdp_w") or 125.0), energy_mode, powercap)
+        _rapl(root, packages, float(opts.get("tdp_w") or 125.0), energy_mode, powercap, opts.get("registration_order"))
     if opts.get("hwmon"):
         _hwmon(root, opts["hwmon"], packages, n, 0o400 if opts["hwmon"] == "amd_energy" else 0o444)
     marker.write_text(json.dumps(signature))

@@ -52,6 +52,7 @@ from ansible_collections.poweraware.k8s.plugins.module_utils._powercap import (
     plan_power_cap,
     powercap_facts,
     read_powercap,
+    zone_identity,
 )
 from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import (
     HWMON_DIR,
@@ -64,7 +65,12 @@ from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import (
     _khz_to_mhz,
     _read_optional,
 )
-from ansible_collections.poweraware.k8s.plugins.module_utils._uncore import plan_uncore, read_uncore, uncore_facts
+from ansible_collections.poweraware.k8s.plugins.module_utils._uncore import (
+    domain_identity,
+    plan_uncore,
+    read_uncore,
+    uncore_facts,
+)
 
 __all__ = [
     "ApplyError",
@@ -490,6 +496,25 @@ def _validate_all(acc, topo, request, controls, tolerance_mhz):
     return online, skipped, pstate, plans
 
 
+def identity_directories(acc):
+    """Where each RAPL package zone and TPMI uncore domain is now: identity -> directory. An identity
+    two directories claim (firmware naming two zones alike) is left out: it cannot say which is which."""
+    found = {}
+    for zone in read_powercap(acc)["zones"]:
+        found.setdefault(zone_identity(zone), []).append(zone["path"])
+    for domain in read_uncore(acc)["domains"]:
+        found.setdefault(domain_identity(domain), []).append(domain["path"])
+    return {identity: dirs[0] for identity, dirs in found.items() if identity and len(dirs) == 1}
+
+
+def open_store(acc, state_file):
+    """The journal, its originals moved to where their zones and domains are on this boot
+    (StateStore.relocate). Returns the store and the paths whose zone or domain is not present."""
+    store = StateStore(state_file)
+    absent = store.relocate(identity_directories(acc)) if store.attributes else []
+    return store, absent
+
+
 def _nothing_to_apply(request, controls):
     if all(v is None for v in request.settings().values()) and all(v is None for v in controls.values()):
         raise ValidationError(
@@ -531,7 +556,8 @@ def apply_controls(acc, request, cstates=None, uncore=None, power_cap=None, stat
     with state_lock(state_file, exclusive=not check_mode):
         topo = Topology(acc)
         validated = _validate_all(acc, topo, request, controls, tolerance_mhz)
-        result, _written = _apply_validated(acc, topo, validated, StateStore(state_file), check_mode, state_file)
+        store, _absent = open_store(acc, state_file)
+        result, _written = _apply_validated(acc, topo, validated, store, check_mode, state_file)
         return result
 
 
@@ -631,7 +657,7 @@ def apply_assignments(acc, assignments, reserved_cpus=(), state_file=DEFAULT_STA
                     problems.append(f"{label}: {exc}")
         if problems:
             raise ValidationError("; ".join(problems))
-        store = StateStore(state_file)
+        store, _absent = open_store(acc, state_file)
         start = copy.deepcopy(store.data)
         results, written = [], []
         for label, item, request, controls in requests:
@@ -670,15 +696,19 @@ def _combined_assignments(results, state_file):
     }
 
 
-def plan_attribute_restore(acc, store, cpus=None):
-    """Steps that write recorded originals back, newest first; CPU-less entries only for all CPUs."""
+def plan_attribute_restore(acc, store, cpus=None, absent=()):
+    """Steps that write recorded originals back, newest first; CPU-less entries only for all CPUs.
+    ``absent``: paths whose zone or domain is not present on this boot (kept, not written)."""
     wanted = None if cpus in (None, "all") else set(parse_cpulist(cpus))
     steps, missing = [], []
     for path, entry in sorted(store.attributes.items(), key=lambda kv: -kv[1]["seq"]):
         if wanted is not None and (entry.get("cpu") is None or entry["cpu"] not in wanted):
             continue
+        if path in absent:
+            missing.append(f"{entry['label']}: {entry['identity']} is not present on this boot")
+            continue
         if not acc.exists(path):
-            missing.append(entry["label"])
+            missing.append(f"{entry['label']}: the attribute is gone (CPU or die offline)")
             continue
         steps.append(
             {
@@ -716,9 +746,9 @@ def restore_controls(acc, cpus=None, state_file=DEFAULT_STATE_FILE, check_mode=F
     """state=absent: restore every recorded original (P-states and the other controls), then forget them."""
     with state_lock(state_file, exclusive=not check_mode):
         topo = Topology(acc)
-        store = StateStore(state_file)
+        store, absent = open_store(acc, state_file)
         plan = plan_absent(topo, store, cpus, tolerance_mhz)
-        steps, missing = plan_attribute_restore(acc, store, cpus)
+        steps, missing = plan_attribute_restore(acc, store, cpus, absent)
         changed, results = execute(acc, topo, plan, store=None, check_mode=check_mode)
         todo = [s for s in steps if needs_write(s)]
         if todo and not check_mode:
@@ -733,9 +763,7 @@ def restore_controls(acc, cpus=None, state_file=DEFAULT_STATE_FILE, check_mode=F
                     store.forget_attribute(step["path"])
                 store.save()
         managed = sorted({c for item in plan["policies"] for c in item["cpus"]})
-        messages = [
-            f"{label}: the attribute is gone (CPU or die offline); its original stays recorded" for label in missing
-        ]
+        messages = [f"{what}; its original stays recorded" for what in missing]
         return {
             "changed": changed,
             "cpus": format_cpulist(managed),

@@ -83,6 +83,9 @@ def _attribute_problems(attributes):
         original = _original_problem(entry.get("original"))
         if original:
             problems.append(f"{where}: {original}")
+        identity = entry.get("identity")
+        if identity is not None and (not isinstance(identity, str) or not identity):
+            problems.append(f"{where}: identity is {identity!r}, not the name of a RAPL zone or uncore domain")
     return problems
 
 
@@ -270,7 +273,47 @@ class StateStore:
             "original": value,
             "seq": seq,
         }
+        if step.get("identity"):
+            attributes[step["path"]]["identity"] = step["identity"]
         return True
+
+    def relocate(self, directories):
+        """Move every original recorded with an ``identity`` (a RAPL zone, a TPMI uncore domain) to
+        the directory that identity has now (``directories``: identity -> directory). The kernel
+        numbers those directories in registration order, which may change across boots: without
+        this, state=absent would write one package's original into another's zone, and a run would
+        take the other zone's value for recorded. Returns the paths whose identity is not present now
+        (kept, never written: their directory may be another zone's by now). Originals recorded
+        without an identity (by earlier releases, or where the directory name is stable) stay put."""
+        attributes = self.attributes
+        if not any(entry.get("identity") for entry in attributes.values()):
+            return []
+        owners = {directory: identity for identity, directory in directories.items()}
+        moved, absent = {}, []
+        for path, entry in sorted(attributes.items(), key=lambda kv: kv[1]["seq"]):
+            identity, new = entry.get("identity"), path
+            if identity:
+                directory = directories.get(identity)
+                if directory is None:
+                    absent.append(path)
+                    owner = owners.get(path.rsplit("/", 1)[0])
+                    if owner is not None:
+                        raise PowerError(
+                            f"state file {self.path}: the original of {entry['label']} ({identity}, not present now) "
+                            f"is recorded at {path}, which is {owner}'s now; restore {identity}'s value by hand when "
+                            f"it is back, then remove that entry from the file; {REPAIR}"
+                        )
+                else:
+                    new = f"{directory}/{path.rsplit('/', 1)[1]}"
+            if new in moved:
+                raise PowerError(
+                    f"state file {self.path}: two originals ({moved[new]['label']}, {entry['label']}) belong at "
+                    f"{new}; {REPAIR}"
+                )
+            moved[new] = entry
+        if moved != attributes or list(moved) != list(attributes):
+            self.data["attributes"] = moved
+        return absent
 
     def forget_attribute(self, path):
         self.data.get("attributes", {}).pop(path, None)

@@ -68,6 +68,13 @@ def _int(acc, rel):
     return int(text) if text is not None and text.isdigit() else None
 
 
+def zone_identity(zone):
+    """What names a package zone across boots: its ``name`` (package-N[-die-M]). Its directory number
+    is the id the powercap class handed out in registration order (powercap_sys.c), which may differ
+    on the next boot; the journal keeps an original under this identity."""
+    return f"RAPL zone {zone['name']}" if zone.get("name") else None
+
+
 def _constraints(acc, rel):
     out = []
     indexes = sorted(int(m.group(1)) for m in (_CONSTRAINT.match(e) for e in acc.listdir(rel)) if m)
@@ -250,6 +257,8 @@ def _window_held(con, window):
 def _zone_writes(zone, con, uw, window):
     prefix = f"{zone['path']}/constraint_{con['index']}_"
     base = {"control": CONTROL, "cpu": None, "hints": {errno.EACCES: LOCKED_HINT}}
+    if zone_identity(zone):
+        base["identity"] = zone_identity(zone)
     writes = [
         dict(base, path=prefix + "power_limit_uw", label=f"{zone['name']} {con['name']} power_limit_uw",
              current=_str(con["power_limit_uw"]), target=str(uw), compare="tolerance", tolerance=POWER_TOLERANCE_UW,

@@ -46,6 +46,15 @@ def _int(acc, rel):
     return int(text) if text is not None and text.isdigit() else None
 
 
+def domain_identity(domain):
+    """What names a TPMI uncore domain across boots: its package and domain ids. ``uncoreNN`` is an
+    id handed out in registration order (uncore-frequency-common.c, ida_alloc), which may differ on
+    the next boot. A legacy directory's name (package_XX_die_YY) is its identity already: None."""
+    if domain.get("domain_id") is None or domain.get("package") is None:
+        return None
+    return f"uncore package {domain['package']} domain {domain['domain_id']}"
+
+
 def _read_domain(acc, entry):
     rel = f"{UNCORE_DIR}/{entry}"
     domain = {
@@ -199,6 +208,7 @@ def _domain_writes(domain, new_min, new_max):
         targets.append(("max_freq_khz", new_max, domain["max_khz"]))
     if new_max is not None and domain["max_khz"] is not None and new_max > domain["max_khz"]:
         targets.reverse()
+    identity = {"identity": domain_identity(domain)} if domain_identity(domain) else {}
     return [
         {
             "control": CONTROL,
@@ -208,6 +218,7 @@ def _domain_writes(domain, new_min, new_max):
             "current": None if current is None else str(current),
             "target": str(value),
             "compare": "exact",
+            **identity,
         }
         for attr, value, current in targets
     ]

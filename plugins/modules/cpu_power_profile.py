@@ -424,7 +424,7 @@ assignments:
   description:
     - With O(assignments), one entry per assignment in the order given - its O(assignments[].pool),
       O(assignments[].profile) and what the module returns for a single request (RV(cpus),
-      RV(skipped_offline), RV(driver), RV(policies), RV(controls), RV(messages), RV(changed)).
+      RV(skipped_offline), RV(driver), RV(policies), RV(controls), RV(messages), C(changed)).
   returned: when O(assignments) is given
   type: list
   elements: dict

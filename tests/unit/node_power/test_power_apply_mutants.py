@@ -482,12 +482,15 @@ def test_plan_attribute_restore_for_some_cpus_skips_cpu_less_and_reports_gone_on
     acc = Acc({"devices/system/cpu/cpu0/cpuidle/state2/disable": "1", LIMIT: "1"})
     steps, missing = pa.plan_attribute_restore(acc, Attributes(RECORDED), "0,3")
     assert [s["label"] for s in steps] == ["cpu0 C6"]
-    assert missing == ["cpu3 C6"]
+    assert missing == ["cpu3 C6: the attribute is gone (CPU or die offline)"]
     steps, missing = pa.plan_attribute_restore(acc, Attributes(RECORDED), "3")
-    assert (steps, missing) == ([], ["cpu3 C6"])
+    assert (steps, missing) == ([], ["cpu3 C6: the attribute is gone (CPU or die offline)"])
     steps, missing = pa.plan_attribute_restore(acc, Attributes(RECORDED), None)
     assert [s["label"] for s in steps] == ["package-0 limit", "cpu0 C6"]
-    assert missing == ["die 0 max", "cpu3 C6"]
+    assert missing == [
+        "die 0 max: the attribute is gone (CPU or die offline)",
+        "cpu3 C6: the attribute is gone (CPU or die offline)",
+    ]
 
 
 def test_plan_attribute_restore_unreadable_current_is_none():

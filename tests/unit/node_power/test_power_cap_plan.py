@@ -46,6 +46,8 @@ def write(path, label, current, target, compare, **extra):
         "current": current,
         "target": target,
         "compare": compare,
+        # the zone's name: its directory number may differ on the next boot (registration order)
+        "identity": f"RAPL zone {label.split()[0]}",
         **extra,
     }
 
