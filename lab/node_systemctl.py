@@ -14,6 +14,12 @@ for what the roles use:
 - ``start``/``stop``/``restart``/``is-active`` run ``Type=oneshot`` units (``ExecStart`` lines in
   order; a ``-`` prefix ignores failure; ``ConditionPathExists`` is honoured; ``RemainAfterExit``
   keeps them active);
+- a service's sandboxing (systemd.exec(5)) is applied to its processes as systemd applies it, in a
+  mount namespace of their own: ``ProtectSystem=`` (``strict``: every mount read-only but the API
+  file systems ``/dev``, ``/proc`` and ``/sys``; ``full``/``yes``: ``/usr``, ``/boot``, ``/efi``, and
+  ``/etc`` for ``full``), ``ReadWritePaths=`` (writable again; a missing path fails the unit with
+  status 226/NAMESPACE unless prefixed with ``-``), ``PrivateTmp=``, ``ProtectHome=`` and
+  ``NoNewPrivileges=``; so a unit that writes where its sandbox forbids fails here as on a host;
 - ``--boot`` (run by lab/node_init.py) starts every unit enabled for ``multi-user.target`` in
   ``After=``/``Before=`` order, as systemd does when the node boots. The state lives in
   ``/run/lab-systemd`` (a tmpfs: gone after a reboot, like systemd's).
@@ -21,6 +27,8 @@ for what the roles use:
 Only the standard library: it runs with the node's system interpreter.
 """
 
+import ctypes
+import ctypes.util
 import hashlib
 import json
 import os
@@ -118,6 +126,102 @@ def show(state, unit):
     return 0
 
 
+# systemd.exec(5) sandboxing: what the lab applies (flags from <linux/mount.h>, <linux/sched.h>, <linux/prctl.h>)
+CLONE_NEWNS = 0x00020000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = (
+    1, 2, 4, 8, 32, 4096, 16384, 1 << 18
+)  # fmt: skip
+PR_SET_NO_NEW_PRIVS = 38
+EXIT_NAMESPACE = 226  # systemd's exit status when a service's namespace cannot be set up
+API_FILE_SYSTEMS = ("/dev", "/proc", "/sys")
+PROTECTED = {
+    "yes": ("/usr", "/boot", "/efi"),
+    "true": ("/usr", "/boot", "/efi"),
+    "full": ("/usr", "/boot", "/efi", "/etc"),
+}
+HOMES = ("/home", "/root", "/run/user")
+_OPTION_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC}
+
+
+def _last(service, key, default=""):
+    return (service.get(key) or [default])[-1].strip().lower()
+
+
+def _yes(service, key):
+    return _last(service, key, "no") in ("yes", "true", "1", "on")
+
+
+def sandbox_paths(service):
+    """The service's ReadWritePaths= as (path, may be missing) pairs."""
+    out = []
+    for line in service.get("ReadWritePaths", []):
+        for word in line.split():
+            out.append((word.lstrip("-"), word.startswith("-")))
+    return out
+
+
+def _under(path, roots):
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def _encoded(value):
+    return None if value is None else value.encode()
+
+
+def _mount(libc, source, target, fstype, flags, data=None):
+    if libc.mount(_encoded(source), _encoded(target), _encoded(fstype), flags, _encoded(data)) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"mount {target}: {os.strerror(errno)}")
+
+
+def enter_sandbox(service):
+    """Apply the service's sandboxing to this process (after fork, before exec), as systemd does."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    if _yes(service, "NoNewPrivileges") and libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+    protect = _last(service, "ProtectSystem", "no")
+    writable = [path for path, _optional in sandbox_paths(service) if os.path.exists(path)]
+    private_tmp, protect_home = _yes(service, "PrivateTmp"), _last(service, "ProtectHome", "no")
+    if protect in ("", "no", "false") and not writable and not private_tmp and protect_home in ("", "no", "false"):
+        return
+    if libc.unshare(CLONE_NEWNS) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
+    _mount(libc, "none", "/", None, MS_REC | MS_PRIVATE)
+    for path in writable:  # bound onto themselves first: their own mounts stay writable below
+        _mount(libc, path, path, None, MS_BIND | MS_REC)
+    own = list(writable)
+    if private_tmp:
+        for path in ("/tmp", "/var/tmp"):  # noqa: S108 - the service's own, empty
+            if os.path.isdir(path):
+                _mount(libc, "tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+                own.append(path)
+    if protect_home in ("yes", "true", "read-only", "tmpfs"):
+        for path in HOMES:
+            if os.path.isdir(path):
+                _mount(libc, "tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "mode=0755")
+                own.append(path)
+    if protect in ("strict", *PROTECTED):
+        roots = ("/",) if protect == "strict" else PROTECTED[protect]
+        with open("/proc/self/mountinfo") as handle:
+            mounts = [(line.split()[4], line.split()[5]) for line in handle]
+        for point, options in mounts:
+            if not _under(point, roots) or _under(point, API_FILE_SYSTEMS) or _under(point, own):
+                continue
+            flags = MS_BIND | MS_REMOUNT | MS_RDONLY
+            for option in options.split(","):
+                flags |= _OPTION_FLAGS.get(option, 0)
+            _mount(libc, "none", point, None, flags)
+
+
+def _sandboxed(unit, service):
+    """enter_sandbox in the service's process; a namespace that cannot be set up ends it as systemd does."""
+    try:
+        enter_sandbox(service)
+    except OSError as exc:
+        os.write(2, f"{unit}: Failed to set up mount namespacing: {exc}\n".encode())
+        os._exit(EXIT_NAMESPACE)
+
+
 def run_unit(state, unit):
     path = unit_path(unit)
     if path is None:
@@ -138,10 +242,16 @@ def run_unit(state, unit):
         print(f"{unit}: Type={kind} is not supported by the lab's service manager (only oneshot)", file=sys.stderr)
         state["active"][unit] = "failed"
         return 1
+    missing = [path for path, optional in sandbox_paths(service) if not optional and not os.path.exists(path)]
+    if missing:
+        print(f"{unit}: Failed to set up mount namespacing: {missing[0]}: No such file or directory", file=sys.stderr)
+        print(f"{unit}: Main process exited, code=exited, status={EXIT_NAMESPACE}/NAMESPACE", file=sys.stderr)
+        state["active"][unit] = "failed"
+        return 1
     for command in service.get("ExecStart", []):
         ignore = command.startswith("-")
         argv = shlex.split(command.lstrip("-@+!"))
-        rc = subprocess.run(argv, check=False).returncode
+        rc = subprocess.run(argv, check=False, preexec_fn=lambda: _sandboxed(unit, service)).returncode  # noqa: PLW1509
         if rc != 0 and not ignore:
             print(f"{unit}: {argv[0]} exited with status {rc}", file=sys.stderr)
             state["active"][unit] = "failed"

@@ -108,9 +108,16 @@ def _check_reserved(plan, reserved_given, kubelet_reserved, kubelet_source):
 
 def _check_pools(plan, pools, profiles, present, present_text, host):
     errors, reserved = plan["errors"], plan["reserved"]
-    claimed = {}
-    for pool in pools:
+    claimed, seen = {}, {}
+    for index, pool in enumerate(pools, 1):
         name = pool["name"]
+        if name in seen:
+            # the boot unit, the messages and the journal name a pool: two alike would be one pool twice
+            errors.append(
+                f"pool {name} is defined twice (cpu_power_pools entries {seen[name]} and {index}); pool names must be "
+                "unique: rename one, or merge their CPUs into one pool"
+            )
+        seen.setdefault(name, index)
         cpus = sorted(_checked_cpus(pool["cpus"], f"pool {name}: cpus", errors))
         if pool["profile"] not in profiles:
             errors.append(

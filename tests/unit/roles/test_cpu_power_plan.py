@@ -117,6 +117,11 @@ def test_node_controls_become_one_request_for_all_cpus():
         ({"pools": [{"name": "a", "cpus": "1-2", "profile": "performance"},
                     {"name": "b", "cpus": "2", "profile": "performance"}]},
          "pools a and b overlap on CPU 2; each CPU belongs to one pool"),
+        ({"pools": [{"name": "a", "cpus": "2", "profile": "performance"},
+                    {"name": "b", "cpus": "3", "profile": "performance"},
+                    {"name": "a", "cpus": "4", "profile": "shared"}]},
+         "pool a is defined twice (cpu_power_pools entries 1 and 3); pool names must be unique: rename one, or "
+         "merge their CPUs into one pool"),
         ({"pools": [{"name": "a", "cpus": "1", "profile": "fast"}]},
          "pool a: profile fast is not defined (cpu_power_profiles has: balance-performance, balance-power, "
          "performance, shared)"),
