@@ -6,6 +6,8 @@ makes the boot unit's sandbox (roles/cpu_power) a tested claim. Needs root (moun
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import errno
 import os
 import pathlib
@@ -32,13 +34,16 @@ def outside_tmp():
     shutil.rmtree(path)
 
 
-def _in_sandbox(service, probe):
-    """Run ``probe()`` (-> list of results) in a forked child inside ``service``'s sandbox."""
+def _in_sandbox(service, probe, before=None):
+    """Run ``probe()`` (-> list of results) in a forked child inside ``service``'s sandbox (``before``
+    runs first in the child, in a mount namespace of its own)."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
         os.close(read)
         try:
+            if before is not None:
+                before()
             node_systemctl.enter_sandbox(service)
             results = probe()
         except BaseException as exc:  # noqa: BLE001 - reported to the parent
@@ -89,6 +94,27 @@ def test_strict_leaves_only_the_api_file_systems_and_the_writable_paths(outside_
     assert (state / "journal.json").read_text() == "x"
     assert not (elsewhere / "x").exists()
     assert not os.path.exists(marker)  # PrivateTmp: the host's /tmp never saw it
+
+
+def test_mounts_hidden_below_another_mount_are_skipped(outside_tmp):
+    """A lab node hides the controller's checkout under an empty tmpfs, with the lab's own mounts (the
+    cluster nodes' FUSE kernels) still listed below it in mountinfo: they cannot be reached by path
+    (ENOENT) and must not fail the service's namespace (they did: status 226 at the node's boot)."""
+    hidden = outside_tmp / "checkout"
+    (hidden / "kernel").mkdir(parents=True)
+    (hidden / "plain").mkdir()
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+
+    def hide():
+        assert libc.unshare(node_systemctl.CLONE_NEWNS) == 0
+        node_systemctl._mount(libc, "none", "/", None, node_systemctl.MS_REC | node_systemctl.MS_PRIVATE)
+        node_systemctl._mount(libc, "tmpfs", str(hidden / "kernel"), "tmpfs", 0, "mode=0755")
+        node_systemctl._mount(libc, "tmpfs", str(hidden / "plain"), "tmpfs", 0, "mode=0755")
+        node_systemctl._mount(libc, "tmpfs", str(hidden), "tmpfs", 0, "mode=0755")  # covers both
+        os.mkdir(hidden / "plain")  # the path exists again above, but is no mount point there (EINVAL)
+
+    results = _in_sandbox({"ProtectSystem": ["strict"]}, lambda: [_try_write(hidden / "plain" / "x")], hide)
+    assert results == ["EROFS"], results
 
 
 def test_a_missing_writable_path_fails_the_unit_with_226(tmp_path, capsys):
