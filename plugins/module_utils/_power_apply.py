@@ -511,8 +511,10 @@ def open_store(acc, state_file):
     """The journal, its originals moved to where their zones and domains are on this boot
     (StateStore.relocate). Returns the store and the paths whose zone or domain is not present."""
     store = StateStore(state_file)
-    absent = store.relocate(identity_directories(acc)) if store.attributes else []
-    return store, absent
+    # the zones are read only when an entry has an identity to place (C-states alone need none)
+    if not any(entry.get("identity") for entry in store.attributes.values()):
+        return store, []
+    return store, store.relocate(identity_directories(acc))
 
 
 def _nothing_to_apply(request, controls):

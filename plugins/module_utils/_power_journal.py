@@ -286,8 +286,6 @@ class StateStore:
         (kept, never written: their directory may be another zone's by now). Originals recorded
         without an identity (by earlier releases, or where the directory name is stable) stay put."""
         attributes = self.attributes
-        if not any(entry.get("identity") for entry in attributes.values()):
-            return []
         owners = {directory: identity for identity, directory in directories.items()}
         moved, absent = {}, []
         for path, entry in sorted(attributes.items(), key=lambda kv: kv[1]["seq"]):
