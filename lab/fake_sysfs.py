@@ -24,7 +24,8 @@ and, for the scenarios that ask for them (shape keys ``idle``, ``uncore``, ``pow
     devices/system/cpu/intel_uncore_frequency/package_XX_die_YY/...   (legacy)
     devices/system/cpu/intel_uncore_frequency/uncoreNN/...            (TPMI, + package_XX_die_00)
     class/powercap/intel-rapl:N/constraint_{0,1}_*  (locked: the kernel model refuses writes)
-    class/hwmon/hwmonN/{name,energyN_input,energyN_label | power1_input,power1_label}
+    class/hwmon/hwmonN -> ../../devices/<parent>/hwmon/hwmonN/{name,energyN_input,energyN_label |
+                                                             powerN_input,powerN_label}
 
 The shape key ``registration_order`` (package ids, default ascending) models a boot on which the
 drivers registered the packages in another order: RAPL zone and TPMI ``uncoreNN`` numbers follow it
@@ -90,6 +91,11 @@ SCENARIOS = {
     "hwmon_only": {
         "cpus": 4, "offline": "", "driver": None, "idle": "psci_idle", "powercap": None, "hwmon": "platform",
     },
+    # an ARM64 server: CPPC frequency control, PSCI idle, no RAPL, the firmware's SCMI sensors
+    "arm64_cppc": {
+        "cpus": 8, "offline": "", "driver": "cppc_cpufreq", "packages": 2,
+        "idle": "psci_idle", "powercap": None, "hwmon": "scmi",
+    },
     "amd_energy_hwmon": {
         "cpus": 4, "offline": "", "driver": "acpi-cpufreq", "policy_size": 1, "packages": 2,
         "idle": "acpi_idle_amd", "powercap": None, "hwmon": "amd_energy",
@@ -131,6 +137,9 @@ LIMITS = {
     "intel_cpufreq": (800000, 3900000, 2100000),
     "acpi-cpufreq": (1200000, 2601000, None),
     "amd-pstate-epp": (400000, 3700000, None),
+    # drivers/cpufreq/cppc_cpufreq.c: lowest and highest performance from the firmware's _CPC,
+    # no frequency table (any value within the limits is kept), no EPP, the generic governors
+    "cppc_cpufreq": (1000000, 3000000, None),
     "hybrid_p": (800000, 5000000, 2500000),
     "hybrid_e": (800000, 3800000, 1800000),
 }
@@ -249,23 +258,47 @@ def _uncore(cpu_dir: pathlib.Path, kind, packages, order=None):
             index += 1
 
 
+def _hwmon_chip(root: pathlib.Path, index, device, name):
+    """A hwmon chip as drivers/hwmon/hwmon.c registers it: a ``hwmonN`` device below its parent
+    device, and ``class/hwmon/hwmonN`` a symlink to it (N in registration order)."""
+    chip = root / "devices" / device / "hwmon" / f"hwmon{index}"
+    _put(chip / "name", name, 0o444)
+    link = root / "class" / "hwmon" / f"hwmon{index}"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(os.path.relpath(chip, link.parent), link)
+    return chip
+
+
 def _hwmon(root: pathlib.Path, kind, packages, cpus, energy_mode):
-    base = root / "class" / "hwmon" / "hwmon0"
     if kind == "amd_energy":  # drivers/hwmon/amd_energy.c: Ecore%03u per core, then Esocket%u per socket
-        _put(base / "name", "amd_energy", 0o444)
+        base = _hwmon_chip(root, 0, "platform/amd_energy.0", "amd_energy")
         labels = [f"Ecore{c:03d}" for c in range(cpus)] + [f"Esocket{p}" for p in range(packages)]
         for channel, label in enumerate(labels, start=1):
             _put(base / f"energy{channel}_input", 5000000 * channel, energy_mode)
             _put(base / f"energy{channel}_label", label, 0o444)
         return
-    # a platform driver (xgene-hwmon style): SoC power sensors in microwatts
-    _put(base / "name", "apm_xgene", 0o444)
-    _put(base / "power1_input", 14760000, 0o444)
-    _put(base / "power1_label", "CPU power", 0o444)
-    _put(base / "power2_input", 31070000, 0o444)
-    _put(base / "power2_label", "IO power", 0o444)
-    _put(base / "temp1_input", 40000, 0o444)
-    _put(base / "temp1_label", "SoC Temperature", 0o444)
+    if kind == "scmi":
+        # drivers/hwmon/scmi-hwmon.c: one chip for every sensor the firmware describes, channels in
+        # the firmware's order, labels its sensor names (here the per-socket rails of an ARM server:
+        # the CPU sensor of a socket is not at channel 1, and socket 1's are in the same chip)
+        base = _hwmon_chip(root, 0, "platform/firmware:scmi/scmi_dev.7", "scmi_sensors")
+        for pkg in range(packages):
+            _put(base / f"power{2 * pkg + 1}_input", 21500000 + 1000000 * pkg, 0o444)
+            _put(base / f"power{2 * pkg + 1}_label", f"SysIO Power Socket {pkg}", 0o444)
+            _put(base / f"power{2 * pkg + 2}_input", 61250000 + 2000000 * pkg, 0o444)
+            _put(base / f"power{2 * pkg + 2}_label", f"CPU Power Socket {pkg}", 0o444)
+            _put(base / f"temp{pkg + 1}_input", 40000 + 1000 * pkg, 0o444)
+            _put(base / f"temp{pkg + 1}_label", f"SoC Temperature Socket {pkg}", 0o444)
+        return
+    # a platform driver (drivers/hwmon/xgene-hwmon.c): one chip per SoC, SoC power in microwatts
+    for pkg in range(packages):
+        base = _hwmon_chip(root, pkg, f"platform/APMC0D29:{pkg:02d}", "apm_xgene")
+        _put(base / "power1_input", 14760000 + 1000000 * pkg, 0o444)
+        _put(base / "power1_label", "CPU power", 0o444)
+        _put(base / "power2_input", 31070000, 0o444)
+        _put(base / "power2_label", "IO power", 0o444)
+        _put(base / "temp1_input", 40000, 0o444)
+        _put(base / "temp1_label", "SoC Temperature", 0o444)
 
 
 def _rapl_constraints(zone: pathlib.Path, tdp_w, enabled):
@@ -334,8 +367,8 @@ def build_tree(root: pathlib.Path, scenario: str, rebuild: bool = False, **shape
     ``balance_performance``), ``packages`` (RAPL packages), ``tdp_w``, ``energy_readable`` (True:
     energy_uj mode 0444, as before Linux 5.10; default mode 0400),
     ``idle`` (a key of ``IDLE_STATES``), ``uncore`` (``legacy`` / ``tpmi``), ``powercap`` (``rapl``
-    (default), ``rapl_pl2``, ``locked``, ``energy_only`` or None), ``hwmon`` (``amd_energy`` /
-    ``platform``).
+    (default), ``rapl_pl2``, ``locked``, ``energy_only`` or None), ``hwmon`` (``amd_energy``,
+    ``platform``: an xgene-hwmon chip per package, or ``scmi``: one chip with every package's sensors).
 
     An existing tree built for the same scenario and shape is left as it is (it holds the state
     the roles applied); ``rebuild=True`` or a different scenario/shape replaces it.

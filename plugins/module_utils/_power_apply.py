@@ -782,24 +782,33 @@ def restore_controls(acc, cpus=None, state_file=DEFAULT_STATE_FILE, check_mode=F
         }
 
 
-def power_reading_facts(acc):
-    """Which package power source this machine has (RAPL powercap, else hwmon), as cpu_power_info reports it."""
-    found = find_power_source(acc, POWERCAP_DIR, HWMON_DIR)
+def power_reading_facts(acc, rules=None):
+    """Which package power source this machine has (RAPL powercap, else hwmon), as cpu_power_info reports it.
+
+    ``rules`` classify hwmon labels (``_power_zones.hwmon_label_rules``); ``ignored`` lists every
+    hwmon energy or power sensor that is not package power, and why.
+    """
+    found = find_power_source(acc, POWERCAP_DIR, HWMON_DIR, rules)
     zones = [{k: v for k, v in z.items() if k != "path"} for z in found["zones"]]
     messages = []
     if found["source"] is None:
         messages.append("no package power source: neither RAPL powercap package zones nor a hwmon energy/power sensor")
     elif found["source"] == "hwmon":
         messages.append("no RAPL powercap package zone: package power is read from hwmon")
-    return {"source": found["source"], "zones": zones, "messages": messages}
+    if found["ignored"]:
+        messages.append(
+            "%d hwmon energy/power sensor(s) are not package power (see ignored); hwmon_labels classifies labels"
+            % len(found["ignored"])
+        )
+    return {"source": found["source"], "zones": zones, "ignored": found["ignored"], "messages": messages}
 
 
-def gather_info(acc):
+def gather_info(acc, rules=None):
     """The cpu_power_info facts: cpufreq and RAPL, cpuidle, uncore, powercap, power-reading source."""
     topo = Topology(acc)
     info = gather_cpufreq_info(acc, topo)
     info["cpuidle"] = cpuidle_facts(read_cpuidle(acc, topo.online))
     info["uncore"] = uncore_facts(read_uncore(acc))
     info["powercap"] = powercap_facts(read_powercap(acc))
-    info["power_reading"] = power_reading_facts(acc)
+    info["power_reading"] = power_reading_facts(acc, rules)
     return info

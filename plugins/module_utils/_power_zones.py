@@ -15,16 +15,20 @@ Sources, in order of preference (``find_power_source``):
   (``intel-rapl:N:M``: core, uncore, dram) and the ``intel-rapl-mmio:N`` duplicates of the
   package zones. ``energy_uj`` wraps at
   ``max_energy_range_uj``; it is root-only since Linux 5.10 (CVE-2020-8694).
-* hwmon ``amd_energy`` (drivers/hwmon/amd_energy.c, Linux 5.8-5.12, and AMD's out-of-tree
-  module): ``energyN_input`` in microjoules with labels ``Esocket<N>`` (one per socket) and
-  ``Ecore<NNN>`` (one per core); the socket counters are the package energy.
-* hwmon of a platform driver (ARM servers and others, Documentation/hwmon/sysfs-interface.rst):
-  ``energy1_input`` (microjoules) or ``power1_input`` / ``power1_average`` (microwatts) of a
-  chip whose label names the CPU or SoC (xgene-hwmon: ``power1_input`` labelled ``CPU power``).
+* hwmon (Documentation/hwmon/sysfs-interface.rst), where RAPL is missing: every
+  ``energyN_input`` (microjoules, a counter) and ``powerN_input`` / ``powerN_average``
+  (microwatts) of every chip, whatever N. A sensor says what it measures only through its label
+  (``energyN_label`` / ``powerN_label``; the ACPI power meter's ``powerN_oem_info``), which the
+  firmware or the driver chooses: ``amd_energy`` (drivers/hwmon/amd_energy.c, Linux 5.8-5.12)
+  labels ``Esocket<N>`` and ``Ecore<NNN>``; xgene-hwmon ``CPU power`` and ``IO power``, one chip
+  per socket; SCMI (drivers/hwmon/scmi-hwmon.c) puts every firmware sensor of the platform in
+  one chip under the firmware's names, e.g. ``CPU Power Socket 1``. So labels are classified by
+  an ordered rule list (``DEFAULT_HWMON_LABELS``; a user's rules go first, see
+  ``hwmon_label_rules``), and every sensor not used is reported with the reason.
 
-Pure logic without Ansible imports; Python 3.9 compatible. Everything takes ``fs``, an object
-with ``listdir(path)``, ``read(path)`` and ``isdir(path)`` (``SysfsAccessor`` with paths relative
-to the sysfs root, or ``FileSystem`` below with absolute paths).
+Pure logic without Ansible imports; Python 3.6 compatible (the collectd plugin's floor). Everything
+takes ``fs``, an object with ``listdir(path)``, ``read(path)`` and ``isdir(path)``
+(``SysfsAccessor`` with paths relative to the sysfs root, or ``FileSystem`` below with absolute paths).
 """
 
 import os
@@ -37,10 +41,29 @@ import re
 # or dies). Which package a zone measures is its ``name``, never its number.
 RAPL_ZONE_DIR = re.compile(r"^intel-rapl:([0-9a-f]+)$")
 RAPL_PACKAGE_NAME = re.compile(r"^package-(\d+)(?:-die-(\d+))?$")
-AMD_ENERGY_SOCKET = re.compile(r"^Esocket(\d+)$")
-# Labels of platform hwmon sensors that measure the CPU / SoC package (case-insensitive).
-PLATFORM_CPU_LABEL = re.compile(r"^(cpu|soc|package|socket)\b", re.IGNORECASE)
-HWMON_PLATFORM_ATTRS = ("energy1_input", "power1_input", "power1_average")
+# How a hwmon sensor's label is classified: the first rule whose pattern matches the whole label
+# (case-insensitive) gives its class; only class "package" is package power, and the rule's named
+# group "package" (when it has one and it matched) is the socket number. Without a number, the
+# chips with an unnumbered package sensor count the packages in chip order (xgene-hwmon: one chip
+# per socket). Documented in docs/node-power.md ("Where package power is read"); users put their
+# own rules first (cpu_power_info hwmon_labels, collectd_hwmon_labels).
+DEFAULT_HWMON_LABELS = (
+    ("package", r"Esocket(?P<package>\d+)"),  # amd_energy: one counter per socket
+    ("core", r"Ecore\d+"),  # amd_energy: one counter per core
+    ("package", r"(?:cpu|soc|package)(?:\s+(?:power|energy))?(?:\s+(?:socket|package)\s*(?P<package>\d+))?"),
+    ("package", r"(?:socket|package)\s*(?P<package>\d+)(?:\s+(?:power|energy))?"),
+    ("io", r"(?:sys)?io\b.*"),
+    ("memory", r"(?:dram|dimm|mem|memory)\b.*"),
+    ("module", r"(?:module|grace)\b.*"),
+    ("system", r"(?:system|platform|total|ac input)\b.*"),
+)
+HWMON_LABEL_CLASS = re.compile(r"^[a-z][a-z0-9_]*$")
+HWMON_SENSOR = re.compile(r"^(energy|power)([1-9][0-9]*)_(input|average)$")
+HWMON_CHIP = re.compile(r"^hwmon([0-9]+)$")
+_DIGITS = re.compile(r"^[0-9]+$")
+# Which reading of a package wins when several sensors claim it: a counter integrates every
+# instant, an instantaneous reading does not, an average lags.
+_HWMON_PREFERENCE = {("energy", "input"): 0, ("power", "input"): 1, ("power", "average"): 2}
 
 
 def read_text(path):
@@ -111,24 +134,106 @@ def discover_rapl_zones(fs, powercap_dir):
     return zones, skipped
 
 
-def _hwmon_label(fs, path, prefix):
-    return _read_or_none(fs, os.path.join(path, prefix + "_label")) or ""
+def hwmon_label_rules(user_rules=None):
+    """The label rules to apply: ``user_rules`` (``[{class, pattern}]``) first, then the defaults.
 
-
-def discover_hwmon_sensors(fs, hwmon_dir):
-    """Package power sensors under ``hwmon_dir`` (``/sys/class/hwmon``), sorted by package.
-
-    Returns dicts ``{name, path, attr, kind, driver, label, package}``: ``kind`` is ``energy``
-    (microjoules, a counter) or ``power`` (microwatts, an instantaneous reading); ``name`` is
-    ``zone_label(package)``, the same name a RAPL zone of that package has.
+    Returns ``(rules, problems)``: ``rules`` are ``(class, compiled pattern, source)``; each problem
+    names the entry, the value, the reason and the fix. Nothing is applied when there are problems.
     """
-    sensors = []
+    rules = []
+    problems = []
+    for index, rule in enumerate(user_rules or [], start=1):
+        where = "hwmon_labels entry %d" % index
+        if not isinstance(rule, dict) or set(rule) - {"class", "pattern"} or not {"class", "pattern"} <= set(rule):
+            problems.append(
+                "%s: %r is not a mapping of exactly 'class' and 'pattern'; write e.g. "
+                "{class: package, pattern: 'CPU Power Socket (?P<package>\\d+)'}" % (where, rule)
+            )
+            continue
+        klass, pattern = rule["class"], rule["pattern"]
+        if not isinstance(klass, str) or not HWMON_LABEL_CLASS.match(klass):
+            problems.append(
+                "%s: class %r is not a lower-case word; use 'package' for package power, "
+                "any other word (io, memory, ...) to leave the sensor out" % (where, klass)
+            )
+        if not isinstance(pattern, str):
+            problems.append("%s: pattern %r is not a string; quote it" % (where, pattern))
+            continue
+        try:
+            compiled = re.compile(pattern, re.IGNORECASE | re.ASCII)
+        except re.error as exc:
+            problems.append("%s: pattern %r is not a regular expression (%s); fix or quote it" % (where, pattern, exc))
+            continue
+        if set(compiled.groupindex) - {"package"}:
+            problems.append(
+                "%s: pattern %r has the named group(s) %s; the only named group read is (?P<package>...)"
+                % (where, pattern, ", ".join(sorted(set(compiled.groupindex) - {"package"})))
+            )
+            continue
+        rules.append((klass, compiled, where))
+    for klass, pattern in DEFAULT_HWMON_LABELS:
+        rules.append((klass, re.compile(pattern, re.IGNORECASE | re.ASCII), "default rule"))
+    return rules, problems
+
+
+def classify_hwmon_label(rules, label):
+    """``(class, package or None, rule source, rule index)`` of the first rule matching all of ``label``, or None."""
+    for index, (klass, pattern, source) in enumerate(rules):
+        match = pattern.fullmatch(label.strip())
+        if match:
+            number = match.groupdict().get("package")
+            return klass, (int(number) if number is not None and _DIGITS.match(number) else None), source, index
+    return None
+
+
+def _hwmon_label(fs, path, prefix):
+    # the ACPI power meter has no label; its firmware describes the meter in powerN_oem_info
+    for suffix in ("_label", "_oem_info"):
+        label = _read_or_none(fs, os.path.join(path, prefix + suffix))
+        if label:
+            return label
+    return ""
+
+
+def _chip_order(chip):
+    match = HWMON_CHIP.match(chip)
+    return (0, int(match.group(1)), chip) if match else (1, 0, chip)
+
+
+def _chip_sensors(files):
+    """``{(type, channel): attr}`` of the readings in a chip's files: ``powerN_input`` over ``_average``."""
+    found = {}
+    for attr in files:
+        match = HWMON_SENSOR.match(attr)
+        if not match or (match.group(1), match.group(3)) not in _HWMON_PREFERENCE:
+            continue
+        key = (match.group(1), int(match.group(2)))
+        kept = found.get(key)
+        if kept is None or _HWMON_PREFERENCE[(key[0], match.group(3))] < _HWMON_PREFERENCE[(key[0], kept[1])]:
+            found[key] = (attr, match.group(3))
+    return {key: attr for key, (attr, _reading) in sorted(found.items())}
+
+
+def discover_hwmon(fs, hwmon_dir, rules=None):
+    """Every energy and power sensor under ``hwmon_dir`` (``/sys/class/hwmon``), classified by label.
+
+    ``rules`` are ``hwmon_label_rules()[0]`` (the defaults when None). Returns ``(sensors,
+    ignored)``: one package power sensor per package, sorted by package, as dicts ``{name, chip,
+    path, attr, kind, driver, label, package}`` (``kind`` ``energy``: microjoules, a counter;
+    ``power``: microwatts now; ``name`` is ``zone_label(package)``, the name a RAPL zone of that
+    package has); and every other sensor as ``{chip, driver, attr, label, reason}``.
+    """
+    if rules is None:
+        rules = hwmon_label_rules()[0]
+    ignored = []
+    # (package or None, (reading preference, rule index, chip index, channel), sensor): when several
+    # sensors claim a package, a counter beats a reading, then a user's rule beats a default one
+    claims = []
     try:
-        chips = fs.listdir(hwmon_dir)
+        chips = sorted(fs.listdir(hwmon_dir), key=_chip_order)
     except OSError:
-        return sensors
-    platform_package = 0
-    for chip in chips:
+        return [], ignored
+    for chip_index, chip in enumerate(chips):
         path = os.path.join(hwmon_dir, chip)
         driver = _read_or_none(fs, os.path.join(path, "name"))
         if driver is None:
@@ -137,62 +242,69 @@ def discover_hwmon_sensors(fs, hwmon_dir):
             files = fs.listdir(path)
         except OSError:
             continue
-        if driver == "amd_energy":
-            for attr in files:
-                if not (attr.startswith("energy") and attr.endswith("_input")):
-                    continue
-                label = _hwmon_label(fs, path, attr[: -len("_input")])
-                match = AMD_ENERGY_SOCKET.match(label)
-                if match:
-                    package = int(match.group(1))
-                    sensors.append(
-                        {
-                            "name": zone_label(package),
-                            "path": path,
-                            "attr": attr,
-                            "kind": "energy",
-                            "driver": driver,
-                            "label": label,
-                            "package": package,
-                        }
-                    )
-            continue
-        for attr in HWMON_PLATFORM_ATTRS:
-            if attr not in files:
+        for (kind, channel), attr in _chip_sensors(files).items():
+            label = _hwmon_label(fs, path, "%s%d" % (kind, channel))
+            found = classify_hwmon_label(rules, label)
+            entry = {"chip": chip, "driver": driver, "attr": attr, "label": label}
+            if found is None:
+                reason = "the label matches no hwmon_labels rule" if label else "no label says what it measures"
+                ignored.append(dict(entry, reason=reason + "; add a rule to count it as package power"))
                 continue
-            label = _hwmon_label(fs, path, attr.split("_", maxsplit=1)[0])
-            if not PLATFORM_CPU_LABEL.match(label):
+            klass, package, source, rule_index = found
+            if klass != "package":
+                ignored.append(dict(entry, reason="class %s (%s), not package power" % (klass, source)))
                 continue
-            sensors.append(
-                {
-                    "name": zone_label(platform_package),
-                    "path": path,
-                    "attr": attr,
-                    "kind": "energy" if attr.startswith("energy") else "power",
-                    "driver": driver,
-                    "label": label,
-                    "package": platform_package,
-                }
+            reading = attr.split("_", maxsplit=1)[1]
+            sensor = dict(entry, path=path, kind=kind, package=package)
+            claims.append((package, (_HWMON_PREFERENCE[(kind, reading)], rule_index, chip_index, channel), sensor))
+    # unnumbered package sensors: the chips that have one count the packages, in chip order
+    unnumbered_chips = sorted({order[2] for package, order, _sensor in claims if package is None})
+    chosen = {}
+    for package, order, sensor in sorted(claims, key=lambda claim: claim[1]):
+        if package is None:
+            package = unnumbered_chips.index(order[2])
+            sensor["package"] = package
+        kept = chosen.get(package)
+        if kept is not None:
+            ignored.append(
+                dict(
+                    {k: sensor[k] for k in ("chip", "driver", "attr", "label")},
+                    reason="package %d is read from %s %s (%s)" % (package, kept["chip"], kept["attr"], kept["label"]),
+                )
             )
-            platform_package += 1
-            break
-    sensors.sort(key=lambda s: (s["package"], s["name"]))
-    return sensors
+            continue
+        chosen[package] = sensor
+    sensors = []
+    for package in sorted(chosen):
+        sensor = chosen[package]
+        sensors.append(
+            {
+                "name": zone_label(package),
+                "chip": sensor["chip"],
+                "path": sensor["path"],
+                "attr": sensor["attr"],
+                "kind": sensor["kind"],
+                "driver": sensor["driver"],
+                "label": sensor["label"],
+                "package": package,
+            }
+        )
+    ignored.sort(key=lambda e: (_chip_order(e["chip"]), e["attr"]))
+    return sensors, ignored
 
 
-def find_power_source(fs, powercap_dir, hwmon_dir):
+def find_power_source(fs, powercap_dir, hwmon_dir, rules=None):
     """The package power source: RAPL if it has package zones, else hwmon, else none.
 
-    Returns ``{source: "rapl"|"hwmon"|None, zones: [...], skipped: [...]}``; ``zones`` are the
-    dicts of ``discover_rapl_zones`` or ``discover_hwmon_sensors``.
+    Returns ``{source: "rapl"|"hwmon"|None, zones: [...], skipped: [...], ignored: [...]}``;
+    ``zones`` are the dicts of ``discover_rapl_zones`` or ``discover_hwmon``; ``ignored`` are the
+    hwmon sensors not used and why (empty when RAPL is the source: hwmon is not looked at).
     """
     zones, skipped = discover_rapl_zones(fs, powercap_dir)
     if zones:
-        return {"source": "rapl", "zones": zones, "skipped": skipped}
-    sensors = discover_hwmon_sensors(fs, hwmon_dir)
-    if sensors:
-        return {"source": "hwmon", "zones": sensors, "skipped": skipped}
-    return {"source": None, "zones": [], "skipped": skipped}
+        return {"source": "rapl", "zones": zones, "skipped": skipped, "ignored": []}
+    sensors, ignored = discover_hwmon(fs, hwmon_dir, rules)
+    return {"source": "hwmon" if sensors else None, "zones": sensors, "skipped": skipped, "ignored": ignored}
 
 
 def energy_delta_uj(previous, current, max_range):

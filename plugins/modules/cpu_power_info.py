@@ -30,6 +30,19 @@ extends_documentation_fragment:
 attributes:
   facts:
     support: full
+options:
+  hwmon_labels:
+    description:
+      - Rules that classify hwmon energy and power sensors by label, tried before the default rules
+        (docs/node-power.md, "Where package power is read"); used only where RAPL is missing.
+      - Each rule is C(class) (a lower-case word; V(package) counts the sensor as package power, any
+        other word leaves it out) and C(pattern), a Python regular expression that must match the
+        whole label, case-insensitive, with an optional named group C(package) for the socket number.
+      - Firmware chooses the labels (SCMI, ACPI power meter C(powerN_oem_info), vendor drivers); add a
+        rule when a sensor you need shows up in RV(cpu_power.power_reading.ignored).
+    type: list
+    elements: dict
+    default: []
 notes:
   - C(energy_uj) is readable by root only since Linux 5.10 (CVE-2020-8694);
     the C(energy_readable) flag of each zone in RV(cpu_power.rapl) tells whether this run could read it.
@@ -44,6 +57,12 @@ EXAMPLES = r"""
 - name: Show the driver and the per-policy limits
   ansible.builtin.debug:
     msg: "{{ ansible_facts.poweraware_cpu_power.driver }}: {{ ansible_facts.poweraware_cpu_power.policies }}"
+
+- name: Count the firmware's socket sensors of an ARM server as package power
+  poweraware.k8s.cpu_power_info:
+    hwmon_labels:
+      - class: package
+        pattern: 'SoC Power Socket (?P<package>\d+)'
 
 - name: Stop here on machines without cpufreq
   ansible.builtin.assert:
@@ -187,13 +206,20 @@ cpu_power:
     power_reading:
       description:
         - Where package power can be read, the same discovery the collectd plugin uses.
-        - C(source) is V(rapl) (powercap zones), V(hwmon) (C(amd_energy) C(Esocket) counters, or a platform
-          driver's C(energy1_input) / C(power1_input)) or null.
+        - C(source) is V(rapl) (powercap zones), V(hwmon) (every C(energyN_input), C(powerN_input) or
+          C(powerN_average) of every chip whose label a rule classes V(package)) or null.
+        - C(zones) has one sensor per package; C(ignored) lists every other hwmon energy or power sensor
+          with the reason it is not package power (another class, no rule matched, no label, or its
+          package is read from a better sensor: an energy counter before a power reading).
       type: dict
       sample:
         source: hwmon
-        zones: [{name: package-0, attr: power1_input, kind: power, driver: apm_xgene, label: CPU power, package: 0}]
-        messages: ["no RAPL powercap package zone: package power is read from hwmon"]
+        zones: [{name: package-0, chip: hwmon0, attr: power1_input, kind: power, driver: apm_xgene,
+                 label: CPU power, package: 0}]
+        ignored: [{chip: hwmon0, driver: apm_xgene, attr: power2_input, label: IO power,
+                   reason: "class io (default rule), not package power"}]
+        messages: ["no RAPL powercap package zone: package power is read from hwmon",
+                   "1 hwmon energy/power sensor(s) are not package power (see ignored); hwmon_labels classifies labels"]
     messages:
       description: Human-readable notes (no cpufreq, offline CPUs).
       type: list
@@ -207,15 +233,22 @@ from ansible_collections.poweraware.k8s.plugins.module_utils._power_apply import
     SysfsAccessor,
     gather_info,
 )
+from ansible_collections.poweraware.k8s.plugins.module_utils._power_zones import hwmon_label_rules  # noqa: E402
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(sysfs_root=dict(type="path", default="/sys")),
+        argument_spec=dict(
+            sysfs_root=dict(type="path", default="/sys"),
+            hwmon_labels=dict(type="list", elements="dict", default=[]),
+        ),
         supports_check_mode=True,
     )
+    rules, problems = hwmon_label_rules(module.params["hwmon_labels"])
+    if problems:
+        module.fail_json(msg="invalid hwmon_labels, nothing was read: " + "; ".join(problems), problems=problems)
     try:
-        info = gather_info(SysfsAccessor(module.params["sysfs_root"]))
+        info = gather_info(SysfsAccessor(module.params["sysfs_root"]), rules)
     except (PowerError, OSError, ValueError) as exc:
         module.fail_json(msg=f"cannot read CPU power information under {module.params['sysfs_root']}: {exc}")
     module.exit_json(changed=False, cpu_power=info, ansible_facts={"poweraware_cpu_power": info})

@@ -19,6 +19,7 @@ unreadable zone's counter is owned by another user: uid 0 without CAP_DAC_OVERRI
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import re
@@ -34,9 +35,10 @@ import jinja2
 import pytest
 import yaml
 from ansible.plugins.filter.core import to_bool
+from ansible_collections.poweraware.k8s.plugins.filter.collectd_hwmon_labels import collectd_hwmon_labels
 from poweraware_testing import stop_process
 
-from lab import fake_kernel
+from lab import fake_kernel, fake_sysfs
 from lab.nodes import unmount
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -183,13 +185,21 @@ def scrape(port: int) -> dict[tuple[str, str], tuple[float, int | None]]:
 
 
 def render_config(
-    port: int, plugin_dir: pathlib.Path, base: pathlib.Path, powercap: pathlib.Path, energy_socket: pathlib.Path
+    port: int,
+    plugin_dir: pathlib.Path,
+    base: pathlib.Path,
+    powercap: pathlib.Path,
+    energy_socket: pathlib.Path,
+    hwmon: pathlib.Path | None = None,
+    hwmon_labels: list[dict] | None = None,
 ) -> str:
-    """The role's own collectd.conf template, with test paths and a loopback listener."""
+    """The role's own collectd.conf template, with test paths and a loopback listener; the label
+    rules become lines through the role's own filter, as the role renders them."""
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)  # noqa: S701 - a config file, not HTML
     env.filters["bool"] = to_bool  # Ansible's own, as the role renders it
     template = env.from_string(CONF_TEMPLATE.read_text())
     defaults = yaml.safe_load(ROLE_DEFAULTS.read_text())
+    labels = defaults["collectd_hwmon_labels"] if hwmon_labels is None else hwmon_labels
     return template.render(
         collectd_cpu_utilisation=defaults["collectd_cpu_utilisation"],  # the cpu plugin loads too
         collectd_interval=INTERVAL,
@@ -200,73 +210,85 @@ def render_config(
         _collectd_state_dir=str(base),
         _collectd_plugin_dir=str(plugin_dir),
         _collectd_powercap_root=str(powercap),
+        _collectd_hwmon_root=str(hwmon or base / "no-hwmon"),
+        _collectd_hwmon_label_lines=collectd_hwmon_labels(labels),
         collectd_energy_reader=defaults["collectd_energy_reader"],
         _collectd_energy_socket=str(energy_socket),
     )
 
 
-@pytest.fixture
-def collectd_run():
-    """Start collectd on a fake tree; yields (tree, port, log_path); stops collectd afterwards."""
+@contextlib.contextmanager
+def running_collectd(work: pathlib.Path, powercap: pathlib.Path, hwmon=None, hwmon_labels=None):
+    """collectd and the energy reader as in the pod, on ``work``; yields (port, log_path)."""
+    plugin_dir = work / "plugins"
+    plugin_dir.mkdir()
+    shutil.copy(PLUGIN, plugin_dir / "rapl_power.py")
+    shutil.copy(POWER_ZONES, plugin_dir / "_power_zones.py")  # beside the plugin, as the role's ConfigMap has it
+    shutil.copy(READER, plugin_dir / "energy_reader.py")
+    base = work / "base"
+    base.mkdir()
+    os.chown(base, 65534, 65534)
+    shared = work / "energy"  # the pod's emptyDir the two containers share
+    shared.mkdir()
+    os.chmod(shared, 0o777)  # noqa: S103 - as kubelet makes an emptyDir
+    socket_path = shared / "energy.sock"
+    port = _free_port()
+    config = work / "collectd.conf"
+    config.write_text(render_config(port, plugin_dir, base, powercap, socket_path, hwmon, hwmon_labels))
+    # the pod's two containers: the reader uid 0 with collectd's group and no capability at all,
+    # collectd uid and gid 65534 without capabilities
+    no_caps = ["--inh-caps=-all", "--bounding-set=-all"]
+    reader = [
+        "setpriv",
+        "--regid=65534",
+        "--clear-groups",
+        *no_caps,
+        sys.executable,
+        str(plugin_dir / "energy_reader.py"),
+    ]
+    reader += ["--root", str(powercap.parent), "--socket", str(socket_path)]
+    collectd = [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        *no_caps,
+        COLLECTD,
+        "-f",
+        "-C",
+        str(config),
+    ]
+    log_path, reader_log = work / "collectd.log", work / "reader.log"
+    with open(log_path, "w") as log, open(reader_log, "w") as rlog:
+        procs = [subprocess.Popen(reader, stdout=rlog, stderr=subprocess.STDOUT, preexec_fn=_normal_priority)]  # noqa: PLW1509 - setpriority only
+        wait_socket = time.monotonic() + 10
+        while not socket_path.exists() and time.monotonic() < wait_socket:
+            time.sleep(0.05)
+        assert socket_path.exists(), reader_log.read_text()
+        procs.append(subprocess.Popen(collectd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_normal_priority))  # noqa: PLW1509
+        try:
+            yield port, log_path
+        finally:
+            for proc in procs:
+                stop_process(proc, timeout=10)
+            print(f"energy reader log:\n{reader_log.read_text()}")
+
+
+def _work_dir() -> pathlib.Path:
     # mkdtemp: private, unpredictable name; opened up (0755) so the unprivileged collectd can read it
     work = pathlib.Path(tempfile.mkdtemp(prefix="rapl-collectd-"))
     os.chmod(work, 0o755)  # noqa: S103 - read-only for others, the tree holds no secrets
+    return work
+
+
+@pytest.fixture
+def collectd_run():
+    """Start collectd on a fake tree; yields (tree, port, log_path); stops collectd afterwards."""
+    work = _work_dir()
     try:
         tree = FakePowercap(work)
-        plugin_dir = work / "plugins"
-        plugin_dir.mkdir()
-        shutil.copy(PLUGIN, plugin_dir / "rapl_power.py")
-        shutil.copy(POWER_ZONES, plugin_dir / "_power_zones.py")  # beside the plugin, as the role's ConfigMap has it
-        shutil.copy(READER, plugin_dir / "energy_reader.py")
-        base = work / "base"
-        base.mkdir()
-        os.chown(base, 65534, 65534)
-        shared = work / "energy"  # the pod's emptyDir the two containers share
-        shared.mkdir()
-        os.chmod(shared, 0o777)  # noqa: S103 - as kubelet makes an emptyDir
-        socket_path = shared / "energy.sock"
-        port = _free_port()
-        config = work / "collectd.conf"
-        config.write_text(
-            render_config(port=port, plugin_dir=plugin_dir, base=base, powercap=tree.root, energy_socket=socket_path)
-        )
-        # the pod's two containers: the reader uid 0 with collectd's group and no capability at all,
-        # collectd uid and gid 65534 without capabilities
-        no_caps = ["--inh-caps=-all", "--bounding-set=-all"]
-        reader = [
-            "setpriv",
-            "--regid=65534",
-            "--clear-groups",
-            *no_caps,
-            sys.executable,
-            str(plugin_dir / "energy_reader.py"),
-        ]
-        reader += ["--root", str(tree.root.parent), "--socket", str(socket_path)]
-        collectd = [
-            "setpriv",
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            *no_caps,
-            COLLECTD,
-            "-f",
-            "-C",
-            str(config),
-        ]
-        log_path, reader_log = work / "collectd.log", work / "reader.log"
-        with tree, open(log_path, "w") as log, open(reader_log, "w") as rlog:
-            procs = [subprocess.Popen(reader, stdout=rlog, stderr=subprocess.STDOUT, preexec_fn=_normal_priority)]  # noqa: PLW1509 - setpriority only
-            wait_socket = time.monotonic() + 10
-            while not socket_path.exists() and time.monotonic() < wait_socket:
-                time.sleep(0.05)
-            assert socket_path.exists(), reader_log.read_text()
-            procs.append(subprocess.Popen(collectd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_normal_priority))  # noqa: PLW1509
-            try:
-                yield tree, port, log_path
-            finally:
-                for proc in procs:
-                    stop_process(proc, timeout=10)
-                print(f"energy reader log:\n{reader_log.read_text()}")
+        with tree, running_collectd(work, tree.root) as (port, log_path):
+            yield tree, port, log_path
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -342,3 +364,34 @@ def test_rapl_plugin_in_real_collectd(collectd_run):
     assert "the energy reader (uid 0 without capabilities) reads only the energy_uj files root owns" in lines[0]
     assert "energy_uj through the energy reader at" in log
     assert "package zones under" in log and "package-0, package-1, package-2" in log
+
+
+def test_hwmon_sensors_in_real_collectd_on_a_node_without_rapl():
+    """An ARM64 server's tree (lab/fake_sysfs.py arm64_cppc: no powercap, one SCMI hwmon chip with a
+    CPU and a SysIO power sensor per socket, class/hwmon entries linking into devices/ as on a real
+    node): both sockets are exported, by the rule given as the role renders it (collectd_hwmon_labels
+    through the role's filter and template, read back by collectd's own parser: the rule's backslash
+    survives, else the default rule's CPU rails would be read), and the energy reader, with no
+    powercap tree to serve, still runs. The old discovery read channel 1 of each chip only."""
+    work = _work_dir()
+    try:
+        sysfs = fake_sysfs.build_tree(work / "sys", "arm64_cppc")
+        rule = {"class": "package", "pattern": r"sysio power socket (?P<package>\d+)"}
+        powercap = sysfs / "devices" / "virtual" / "powercap" / "intel-rapl"
+        with running_collectd(work, powercap, hwmon=sysfs / "class" / "hwmon", hwmon_labels=[rule]) as (port, log_path):
+            deadline, seen = time.monotonic() + 20, {}
+            while time.monotonic() < deadline and not {("package-0", "package"), ("package-1", "package")} <= set(seen):
+                seen = scrape(port)
+                time.sleep(0.1)
+            log = log_path.read_text()
+            print(log)
+        assert {key: value for key, (value, _ts) in seen.items()} == {
+            ("package-0", "package"): 21.5,
+            ("package-1", "package"): 22.5,
+        }, log
+        assert "package zones under %s: package-0, package-1" % (sysfs / "class" / "hwmon") in log, log
+        assert "power2_input 'CPU Power Socket 0' left out: package 0 is read from hwmon0 power1_input" in log, log
+        reader_log = (work / "reader.log").read_text()
+        assert "no powercap tree at %s (a node without RAPL)" % powercap.parent in reader_log, reader_log
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

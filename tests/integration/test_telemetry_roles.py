@@ -103,7 +103,9 @@ def test_collectd_on_every_node(lab, converged):
         assert sc.privileged is False and sc.allow_privilege_escalation is False and sc.read_only_root_filesystem
         assert sc.capabilities.drop == ["ALL"] and not sc.capabilities.add
         mounts = {m.name: m for m in container.volume_mounts}
-        assert mounts["powercap"].read_only is True and "energy" in mounts
+        assert mounts["sysfs"].read_only is True and mounts["sysfs"].mount_path == "/host/sys" and "energy" in mounts
+    volumes = {v.name: v for v in spec.volumes}
+    assert (volumes["sysfs"].host_path.path, volumes["sysfs"].host_path.type) == ("/sys", "Directory")
     collectd_sc, reader_sc = containers["collectd"].security_context, containers["energy-reader"].security_context
     assert (collectd_sc.run_as_user, collectd_sc.run_as_group, collectd_sc.run_as_non_root) == (65534, 65534, True)
     assert (reader_sc.run_as_user, reader_sc.run_as_group) == (0, 65534)

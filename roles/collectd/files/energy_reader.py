@@ -4,7 +4,7 @@
 5.10 and backports). A non-root process would need ``CAP_DAC_READ_SEARCH`` in its effective set, and
 Kubernetes cannot give one to a non-root container (no ambient capabilities). So the pod splits the
 work: this reader runs as uid 0 with no capability at all (root reads the file as its owner), a
-read-only root file system, the host's powercap tree read-only and nothing else; collectd runs as
+read-only root file system, the host's sysfs read-only and nothing else; collectd runs as
 an unprivileged user and asks the reader for each counter over a Unix socket in a volume only the
 pod's two containers share. The reader answers nothing but ``energy_uj`` files under its root.
 
@@ -105,8 +105,12 @@ def serve(root, path, log=None, ready=None, stop=None):
     """Answer requests on a Unix socket at ``path`` until SIGTERM/SIGINT (or ``stop()`` is true).
     A socket file left by an earlier run (the volume outlives the container) is replaced."""
     log = log or (lambda message: sys.stdout.write(message + "\n") or sys.stdout.flush())
-    if not os.path.isdir(root):
-        raise SystemExit("energy reader: %s is not a directory (is the host's powercap tree mounted?)" % root)
+    if not os.path.lexists(root):
+        # a node without RAPL (an ARM server: collectd reads hwmon there): nothing to serve, but the
+        # pod must be Ready, so the reader runs and every request is refused (ENOENT)
+        log("energy reader: no powercap tree at %s (a node without RAPL): every request is refused" % root)
+    elif not os.path.isdir(root):
+        raise SystemExit("energy reader: %s is not a directory (is the host's sysfs mounted?)" % root)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -195,7 +199,9 @@ def check(path, timeout=TIMEOUT):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Serve energy_uj counters to collectd over a Unix socket.")
-    parser.add_argument("--root", help="the powercap tree (read-only host mount); required unless --check")
+    parser.add_argument(
+        "--root", help="the powercap directory (of the read-only host sysfs mount); required unless --check"
+    )
     parser.add_argument("--socket", required=True, help="the Unix socket to create (in the pod's shared volume)")
     parser.add_argument("--check", action="store_true", help="exit 0 when a reader answers on --socket (probe)")
     args = parser.parse_args(argv)

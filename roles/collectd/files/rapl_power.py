@@ -45,6 +45,8 @@ collectd configuration::
         SysfsRoot "/sys/class/powercap"   # optional, for tests
         HwmonRoot "/sys/class/hwmon"      # optional; default: class/hwmon beside a .../class/powercap root
         EnergySocket "/run/poweraware-energy/energy.sock"  # optional: energy_uj through energy_reader.py
+        HwmonLabel "package" "CPU Power Socket (?P<package>\\d+)"  # optional, repeatable: label rules
+                                          # tried before _power_zones.DEFAULT_HWMON_LABELS
       </Module>
     </Plugin>
 """
@@ -58,9 +60,10 @@ import time
 # same plugin directory, which collectd's python plugin puts on sys.path through ModulePath).
 from _power_zones import (
     FileSystem,
-    discover_hwmon_sensors,
+    discover_hwmon,
     discover_rapl_zones,
     energy_delta_uj,
+    hwmon_label_rules,
     read_text,
 )
 
@@ -118,10 +121,11 @@ def _sorted(zones):
     return zones
 
 
-def discover_package_zones(root, read_text=_read_text, hwmon_root=None):
+def discover_package_zones(root, read_text=_read_text, hwmon_root=None, rules=None, ignored=None):
     """Package zones under ``root`` (RAPL powercap), by zone name, sorted by (package, die).
 
-    Without RAPL package zones, the hwmon sensors under ``hwmon_root`` (``_power_zones``).
+    Without RAPL package zones, the hwmon sensors under ``hwmon_root`` classified by ``rules``
+    (``_power_zones``); the sensors left out are appended to ``ignored`` when it is a list.
     """
     fs = FileSystem(read_text)
     zones, _skipped = discover_rapl_zones(fs, root)
@@ -129,7 +133,9 @@ def discover_package_zones(root, read_text=_read_text, hwmon_root=None):
         return _sorted([PackageZone(z["name"], z["path"], z["package"], z["die"]) for z in zones])
     if not hwmon_root:
         return []
-    sensors = discover_hwmon_sensors(fs, hwmon_root)
+    sensors, left_out = discover_hwmon(fs, hwmon_root, rules)
+    if ignored is not None:
+        ignored.extend(left_out)
     return _sorted([PackageZone(s["name"], s["path"], s["package"], None, s["attr"], s["kind"]) for s in sensors])
 
 
@@ -142,8 +148,11 @@ def default_hwmon_root(root):
 class RaplReader:
     """Stateful reader: keeps the previous (energy, time) per zone and turns deltas into watts."""
 
-    def __init__(self, root=DEFAULT_SYSFS_ROOT, clock=time.monotonic, log=None, read_text=_read_text, hwmon_root=""):
+    def __init__(
+        self, root=DEFAULT_SYSFS_ROOT, clock=time.monotonic, log=None, read_text=_read_text, hwmon_root="", rules=None
+    ):
         self.root = root
+        self.rules = rules
         self.hwmon_root = default_hwmon_root(root) if hwmon_root == "" else hwmon_root
         self.clock = clock
         self.log = log or (lambda level, message: None)
@@ -154,7 +163,14 @@ class RaplReader:
 
     def zones(self):
         if self._zones is None:
-            self._zones = discover_package_zones(self.root, self.read_text, self.hwmon_root)
+            ignored = []
+            self._zones = discover_package_zones(self.root, self.read_text, self.hwmon_root, self.rules, ignored)
+            for sensor in ignored:
+                self.log(
+                    "info",
+                    "hwmon %s (%s) %s %r left out: %s"
+                    % (sensor["chip"], sensor["driver"], sensor["attr"], sensor["label"], sensor["reason"]),
+                )
             if self._zones:
                 where = self.root if self._zones[0].value_file == "energy_uj" else self.hwmon_root
                 self.log("info", "package zones under %s: %s" % (where, ", ".join(z.name for z in self._zones)))
@@ -235,7 +251,7 @@ try:  # pragma: no cover - exercised by tests/integration/test_collectd_rapl.py 
 except ImportError:  # imported by the unit tests
     collectd = None
 
-_state = {"root": DEFAULT_SYSFS_ROOT, "hwmon_root": "", "energy_socket": "", "reader": None}
+_state = {"root": DEFAULT_SYSFS_ROOT, "hwmon_root": "", "energy_socket": "", "hwmon_labels": [], "reader": None}
 
 
 def _collectd_log(level, message):
@@ -249,6 +265,8 @@ def _configure(config):
             _state["root"] = str(child.values[0])
         elif key == "hwmonroot" and child.values:
             _state["hwmon_root"] = str(child.values[0])
+        elif key == "hwmonlabel" and len(child.values) == 2:  # HwmonLabel "<class>" "<pattern>"
+            _state["hwmon_labels"].append({"class": str(child.values[0]), "pattern": str(child.values[1])})
         elif key == "energysocket" and child.values:
             _state["energy_socket"] = str(child.values[0])
         else:
@@ -256,13 +274,18 @@ def _configure(config):
 
 
 def _init():
+    rules, problems = hwmon_label_rules(_state["hwmon_labels"])
+    if problems:  # refuse to start rather than count the wrong sensors
+        raise ValueError("%s plugin: HwmonLabel: %s" % (PLUGIN_NAME, "; ".join(problems)))
     read = _read_text
     if _state["energy_socket"]:
         from energy_reader import EnergyClient  # shipped beside this file
 
         read = EnergyClient(_state["energy_socket"], _read_text)
         _collectd_log("info", "energy_uj through the energy reader at %s" % _state["energy_socket"])
-    _state["reader"] = RaplReader(_state["root"], log=_collectd_log, read_text=read, hwmon_root=_state["hwmon_root"])
+    _state["reader"] = RaplReader(
+        _state["root"], log=_collectd_log, read_text=read, hwmon_root=_state["hwmon_root"], rules=rules
+    )
 
 
 def _dispatch(zone, type_instance, value):

@@ -23,6 +23,7 @@ FLAVOURS = {
     "amd_no_uncore": "amd_no_uncore",
     "powercap_locked": "powercap_locked",
     "hwmon_only": "hwmon_only",
+    "arm64_cppc": "arm64_cppc",
 }
 REQUESTS = {
     "cstates": {"max_latency_us": 20},
@@ -36,6 +37,8 @@ UNAVAILABLE = {
     ("uncore", "hwmon_only"),
     ("power_cap", "amd_no_uncore"),
     ("power_cap", "hwmon_only"),
+    ("uncore", "arm64_cppc"),
+    ("power_cap", "arm64_cppc"),
 }
 LOCKED = {("power_cap", "powercap_locked")}
 OPERATIONS = ("apply", "reapply_noop", "absent_restores", "check_mode", "failure_rolls_back")
@@ -154,7 +157,7 @@ def test_matrix(make_node, control, flavour, operation):
 
 
 def test_matrix_is_complete():
-    assert len(CELLS) == 3 * 7 * 5
+    assert len(CELLS) == 3 * 8 * 5
 
 
 def test_controls_with_pstates_roll_back_together(make_node):
@@ -253,9 +256,20 @@ def test_info_reports_the_new_facts(make_node):
     assert arm["cpuidle"]["driver"] == "psci_idle"
     assert arm["power_reading"]["source"] == "hwmon"
     assert arm["power_reading"]["zones"] == [
-        {"name": "package-0", "attr": "power1_input", "kind": "power", "driver": "apm_xgene",
+        {"name": "package-0", "chip": "hwmon0", "attr": "power1_input", "kind": "power", "driver": "apm_xgene",
          "label": "CPU power", "package": 0}
     ]  # fmt: skip
+    assert [(i["chip"], i["label"]) for i in arm["power_reading"]["ignored"]] == [("hwmon0", "IO power")]
+    # an ARM64 server with SCMI sensors: both sockets' CPU rails (channels 2 and 4 of one chip)
+    scmi = cf.gather_info(make_node("arm64_cppc").kernel)
+    assert scmi["driver"] == "cppc_cpufreq" and scmi["power_reading"]["source"] == "hwmon"
+    assert [(z["name"], z["attr"], z["label"]) for z in scmi["power_reading"]["zones"]] == [
+        ("package-0", "power2_input", "CPU Power Socket 0"),
+        ("package-1", "power4_input", "CPU Power Socket 1"),
+    ]
+    assert [i["reason"] for i in scmi["power_reading"]["ignored"]] == ["class io (default rule), not package power"] * 2
+    two_socs = cf.gather_info(make_node("hwmon_only", packages=2).kernel)["power_reading"]
+    assert [(z["name"], z["chip"]) for z in two_socs["zones"]] == [("package-0", "hwmon0"), ("package-1", "hwmon1")]
     amd_energy = cf.gather_info(make_node("amd_energy_hwmon").kernel)["power_reading"]
     assert [(z["name"], z["label"]) for z in amd_energy["zones"]] == [
         ("package-0", "Esocket0"),

@@ -77,6 +77,37 @@ def test_info_module_bad_root(tmp_path, capsys):
     assert "this is not a Linux sysfs tree (check sysfs_root)" in out["msg"]
 
 
+def test_info_module_hwmon_labels(make_node, capsys):
+    node = make_node("arm64_cppc")
+    # a user's rule goes before the defaults: here the SysIO rails are counted instead of the CPU's,
+    # which a default rule classes package too (the user's rule wins the package)
+    rule = {"class": "package", "pattern": r"sysio power socket (?P<package>\d+)"}
+    facts = run(cpu_power_info, {"sysfs_root": str(node.sys), "hwmon_labels": [rule]}, capsys)["cpu_power"]
+    reading = facts["power_reading"]
+    assert [(z["name"], z["label"]) for z in reading["zones"]] == [
+        ("package-0", "SysIO Power Socket 0"),
+        ("package-1", "SysIO Power Socket 1"),
+    ]
+    assert [i["reason"] for i in reading["ignored"]] == [
+        "package 0 is read from hwmon0 power1_input (SysIO Power Socket 0)",
+        "package 1 is read from hwmon0 power3_input (SysIO Power Socket 1)",
+    ]
+    assert reading["messages"][-1] == (
+        "2 hwmon energy/power sensor(s) are not package power (see ignored); hwmon_labels classifies labels"
+    )
+    bad = run(
+        cpu_power_info,
+        {"sysfs_root": str(node.sys), "hwmon_labels": [{"class": "package", "pattern": "["}, {}]},
+        capsys,
+    )
+    assert bad["failed"] is True
+    assert bad["msg"] == (
+        "invalid hwmon_labels, nothing was read: hwmon_labels entry 1: pattern '[' is not a regular expression "
+        "(unterminated character set at position 0); fix or quote it; hwmon_labels entry 2: {} is not a mapping "
+        "of exactly 'class' and 'pattern'; write e.g. {class: package, pattern: 'CPU Power Socket (?P<package>\\d+)'}"
+    )
+
+
 def test_profile_module_apply_idempotent_diff_check(kernel_node, capsys):
     node = kernel_node("intel_pstate_active")
     args = {

@@ -988,6 +988,7 @@ def test_gather_info_of_a_machine_with_cpuidle_and_uncore():
     assert info["power_reading"] == {
         "source": None,
         "zones": [],
+        "ignored": [],
         "messages": ["no package power source: neither RAPL powercap package zones nor a hwmon energy/power sensor"],
     }
 

@@ -656,26 +656,44 @@ def test_combined_diff():
     }
 
 
+IGNORED_IO = {"chip": "hwmon0", "driver": "d", "attr": "power2_input", "label": "IO", "reason": "class io"}
+
+
 @pytest.mark.parametrize(
     ("found", "expected"),
     [
         (
-            {"source": "rapl", "zones": [{"name": "package-0", "path": "class/powercap/intel-rapl:0"}], "skipped": []},
-            {"source": "rapl", "zones": [{"name": "package-0"}], "messages": []},
+            {
+                "source": "rapl",
+                "zones": [{"name": "package-0", "path": "class/powercap/intel-rapl:0"}],
+                "skipped": [],
+                "ignored": [],
+            },
+            {"source": "rapl", "zones": [{"name": "package-0"}], "ignored": [], "messages": []},
         ),
         (
-            {"source": "hwmon", "zones": [{"name": "amd_energy", "path": "x", "kind": "energy"}], "skipped": []},
+            {
+                "source": "hwmon",
+                "zones": [{"name": "amd_energy", "path": "x", "kind": "energy"}],
+                "skipped": [],
+                "ignored": [IGNORED_IO, IGNORED_IO],
+            },
             {
                 "source": "hwmon",
                 "zones": [{"name": "amd_energy", "kind": "energy"}],
-                "messages": ["no RAPL powercap package zone: package power is read from hwmon"],
+                "ignored": [IGNORED_IO, IGNORED_IO],
+                "messages": [
+                    "no RAPL powercap package zone: package power is read from hwmon",
+                    "2 hwmon energy/power sensor(s) are not package power (see ignored); hwmon_labels classifies labels",
+                ],
             },
         ),
         (
-            {"source": None, "zones": [], "skipped": []},
+            {"source": None, "zones": [], "skipped": [], "ignored": []},
             {
                 "source": None,
                 "zones": [],
+                "ignored": [],
                 "messages": [
                     "no package power source: neither RAPL powercap package zones nor a hwmon energy/power sensor"
                 ],
@@ -685,15 +703,16 @@ def test_combined_diff():
 )
 def test_power_reading_facts(monkeypatch, found, expected):
     calls = []
+    rules = object()
 
-    def find(acc, powercap_dir, hwmon_dir):
-        calls.append((acc, powercap_dir, hwmon_dir))
+    def find(acc, powercap_dir, hwmon_dir, rules):
+        calls.append((acc, powercap_dir, hwmon_dir, rules))
         return found
 
     monkeypatch.setattr(pa, "find_power_source", find)
     acc = Acc()
-    assert pa.power_reading_facts(acc) == expected
-    assert calls == [(acc, pa.POWERCAP_DIR, pa.HWMON_DIR)]
+    assert pa.power_reading_facts(acc, rules) == expected
+    assert calls == [(acc, pa.POWERCAP_DIR, pa.HWMON_DIR, rules)]
 
 
 # Mutants left alive on purpose (same observable behaviour), from the mutation run of this file:

@@ -125,9 +125,29 @@ def test_socket_is_group_only_and_replaced_when_stale(tmp_path):
     assert not path.exists()  # removed on the way out
 
 
-def test_no_powercap_tree_is_a_clear_error(tmp_path):
-    with pytest.raises(SystemExit, match="is not a directory .is the host's powercap tree mounted"):
-        reader.serve(str(tmp_path / "absent"), str(tmp_path / "s"), log=lambda _m: None)
+def test_no_powercap_tree_serves_refusals_and_a_file_is_a_clear_error(tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SystemExit, match="is not a directory .is the host's sysfs mounted"):
+        reader.serve(str(tmp_path / "file"), str(tmp_path / "s"), log=lambda _m: None)
+    # a node without RAPL (ARM: collectd reads hwmon): the reader runs, so the pod is Ready, and
+    # every counter request is refused with ENOENT
+    logged = []
+    absent = str(tmp_path / "absent")
+    assert reader.answer(absent, (absent + "/intel-rapl/intel-rapl:0/energy_uj\n").encode()).startswith(b"ERR 2 ")
+    ready, stop = threading.Event(), threading.Event()
+    thread = threading.Thread(
+        target=reader.serve,
+        args=(absent, str(tmp_path / "s")),
+        kwargs={"log": logged.append, "ready": ready.set, "stop": stop.is_set},  # fmt: skip
+    )
+    thread.start()
+    try:
+        assert ready.wait(5)
+        assert reader.check(str(tmp_path / "s"))[0] is True
+    finally:
+        stop.set()
+        thread.join(5)
+    assert logged[0] == f"energy reader: no powercap tree at {absent} (a node without RAPL): every request is refused"
 
 
 def test_the_plugin_reads_energy_through_the_reader(served):

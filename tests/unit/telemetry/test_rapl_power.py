@@ -259,7 +259,14 @@ def test_garbage_counter_is_reported(tmp_path):
 # --- one implementation of zone discovery, shared with cpu_power_info ---------------------------
 def test_plugin_uses_the_module_utils_discovery_itself():
     """No copy: the plugin's discovery functions are _power_zones' own objects."""
-    for name in ("FileSystem", "discover_rapl_zones", "discover_hwmon_sensors", "energy_delta_uj", "read_text"):
+    for name in (
+        "FileSystem",
+        "discover_rapl_zones",
+        "discover_hwmon",
+        "hwmon_label_rules",
+        "energy_delta_uj",
+        "read_text",
+    ):
         assert getattr(rapl, name) is getattr(zones, name), name
     assert "def discover_rapl_zones" not in PLUGIN.read_text()
 
@@ -490,9 +497,11 @@ def test_power_zones_amd_energy_sockets_sorted_by_package():
             "hw/hwmon0/temp1_label": "Esocket0",
         }
     )
-    assert pz.discover_hwmon_sensors(fs, "hw") == [
+    sensors, ignored = pz.discover_hwmon(fs, "hw")
+    assert sensors == [
         {
             "name": "package-0",
+            "chip": "hwmon0",
             "path": "hw/hwmon0",
             "attr": "energy2_input",
             "kind": "energy",
@@ -502,6 +511,7 @@ def test_power_zones_amd_energy_sockets_sorted_by_package():
         },
         {
             "name": "package-1",
+            "chip": "hwmon0",
             "path": "hw/hwmon0",
             "attr": "energy17_input",
             "kind": "energy",
@@ -510,13 +520,65 @@ def test_power_zones_amd_energy_sockets_sorted_by_package():
             "package": 1,
         },
     ]
+    assert [(e["attr"], e["reason"]) for e in ignored] == [
+        ("energy1_input", "class core (default rule), not package power"),
+        ("energy3_input", "no label says what it measures; add a rule to count it as package power"),
+    ]
 
 
-def test_power_zones_platform_sensors_take_the_first_cpu_attribute_of_each_chip():
+def _by_package(sensors):
+    return [(s["package"], s["chip"], s["attr"], s["label"]) for s in sensors]
+
+
+def test_power_zones_every_sensor_of_one_chip_counts_each_socket():
+    # SCMI (drivers/hwmon/scmi-hwmon.c) puts every firmware sensor in one chip, under the firmware's
+    # names; a 2-socket node has one CPU sensor per socket, and not at channel 1 (the old discovery
+    # read power1 only: socket 0, package power halved, no warning)
+    fs = FakeFs(
+        {
+            "hw": ["hwmon0"],
+            "hw/hwmon0": ["name"] + [f"power{n}_{f}" for n in range(1, 5) for f in ("input", "label")],
+            "hw/hwmon0/name": "scmi_sensors",
+            "hw/hwmon0/power1_label": "SysIO Power Socket 0",
+            "hw/hwmon0/power2_label": "CPU Power Socket 0",
+            "hw/hwmon0/power3_label": "SysIO Power Socket 1",
+            "hw/hwmon0/power4_label": "CPU Power Socket 1",
+        }
+    )
+    sensors, ignored = pz.discover_hwmon(fs, "hw")
+    assert _by_package(sensors) == [
+        (0, "hwmon0", "power2_input", "CPU Power Socket 0"),
+        (1, "hwmon0", "power4_input", "CPU Power Socket 1"),
+    ]
+    assert [s["name"] for s in sensors] == ["package-0", "package-1"]
+    assert [(e["attr"], e["reason"]) for e in ignored] == [
+        ("power1_input", "class io (default rule), not package power"),
+        ("power3_input", "class io (default rule), not package power"),
+    ]
+
+
+def test_power_zones_unnumbered_sensors_count_packages_by_chip_number():
+    # xgene-hwmon: one chip per socket, both labelled "CPU power"; hwmon10 comes after hwmon2
+    chips = ["hwmon10", "hwmon2"]
+    files = {"hw": chips}
+    for chip in chips:
+        files[f"hw/{chip}"] = ["name", "power1_input", "power1_label", "power2_input", "power2_label"]
+        files[f"hw/{chip}/name"] = "apm_xgene"
+        files[f"hw/{chip}/power1_label"] = "CPU power"
+        files[f"hw/{chip}/power2_label"] = "IO power"
+    sensors, ignored = pz.discover_hwmon(FakeFs(files), "hw")
+    assert _by_package(sensors) == [
+        (0, "hwmon2", "power1_input", "CPU power"),
+        (1, "hwmon10", "power1_input", "CPU power"),
+    ]
+    assert [e["chip"] for e in ignored] == ["hwmon2", "hwmon10"]
+
+
+def test_power_zones_one_sensor_per_package_energy_first_and_the_rest_named():
     fs = FakeFs(
         {
             "hw": ["hwmon0", "hwmon1", "hwmon2", "hwmon3", "hwmon4", "hwmon5"],
-            # first chip: the energy counter wins over the power reading of the same chip
+            # first chip: the energy counter wins over the power reading of the same package
             "hw/hwmon0": ["power1_input", "power1_label", "energy1_input", "energy1_label"],
             "hw/hwmon0/name": "xgene",
             "hw/hwmon0/power1_label": "CPU power",
@@ -524,7 +586,7 @@ def test_power_zones_platform_sensors_take_the_first_cpu_attribute_of_each_chip(
             "hw/hwmon1": ["name"],  # no name file content below: skipped
             "hw/hwmon2": OSError("gone"),
             "hw/hwmon2/name": "vanished",
-            "hw/hwmon3": ["power1_average", "power1_label", "power1_input"],
+            "hw/hwmon3": ["power1_average", "power1_label", "power1_input"],  # _input over _average
             "hw/hwmon3/name": "acpi_power",
             "hw/hwmon3/power1_label": "package",
             "hw/hwmon4": ["power1_input", "power1_label"],
@@ -534,41 +596,94 @@ def test_power_zones_platform_sensors_take_the_first_cpu_attribute_of_each_chip(
             "hw/hwmon5/name": "nolabel",
         }
     )
-    assert pz.discover_hwmon_sensors(fs, "hw") == [
-        {
-            "name": "package-0",
-            "path": "hw/hwmon0",
-            "attr": "energy1_input",
-            "kind": "energy",
-            "driver": "xgene",
-            "label": "SoC energy",
-            "package": 0,
-        },
-        {
-            "name": "package-1",
-            "path": "hw/hwmon3",
-            "attr": "power1_input",
-            "kind": "power",
-            "driver": "acpi_power",
-            "label": "package",
-            "package": 1,
-        },
+    sensors, ignored = pz.discover_hwmon(fs, "hw")
+    assert _by_package(sensors) == [
+        (0, "hwmon0", "energy1_input", "SoC energy"),
+        (1, "hwmon3", "power1_input", "package"),
     ]
-    assert pz.discover_hwmon_sensors(fs, "absent") == []
-    assert pz.discover_hwmon_sensors(FakeFs({"hw": OSError("no hwmon")}), "hw") == []
+    assert [(e["chip"], e["attr"], e["reason"]) for e in ignored] == [
+        ("hwmon0", "power1_input", "package 0 is read from hwmon0 energy1_input (SoC energy)"),
+        ("hwmon4", "power1_input", "the label matches no hwmon_labels rule; add a rule to count it as package power"),
+        ("hwmon5", "power1_input", "no label says what it measures; add a rule to count it as package power"),
+    ]
+    assert pz.discover_hwmon(fs, "absent") == ([], [])
+    assert pz.discover_hwmon(FakeFs({"hw": OSError("no hwmon")}), "hw") == ([], [])
 
 
-def test_power_zones_platform_power_average_when_there_is_no_input():
+def test_power_zones_power_average_and_the_acpi_meter_oem_info():
+    fs = FakeFs(
+        {
+            "hw": ["hwmon0", "hwmon1"],
+            "hw/hwmon0": ["power1_average", "power1_label"],
+            "hw/hwmon0/name": "acpi_power",
+            "hw/hwmon0/power1_label": "Socket 1",
+            # ACPI power meter (drivers/hwmon/acpi_power_meter.c): no label, the firmware's oem_info
+            "hw/hwmon1": ["power1_average", "power1_oem_info", "power1_is_battery"],
+            "hw/hwmon1/name": "power_meter",
+            "hw/hwmon1/power1_oem_info": "CPU Power Socket 0",
+        }
+    )
+    sensors, ignored = pz.discover_hwmon(fs, "hw")
+    assert [(s["package"], s["attr"], s["kind"], s["label"]) for s in sensors] == [
+        (0, "power1_average", "power", "CPU Power Socket 0"),
+        (1, "power1_average", "power", "Socket 1"),
+    ]
+    assert ignored == []
+
+
+def test_power_zones_user_rules_go_first_and_bad_rules_are_all_named():
     fs = FakeFs(
         {
             "hw": ["hwmon0"],
-            "hw/hwmon0": ["power1_average", "power1_label"],
-            "hw/hwmon0/name": "acpi_power",
-            "hw/hwmon0/power1_label": "Socket 0",
+            "hw/hwmon0": ["name", "power1_input", "power1_label", "power2_input", "power2_label"],
+            "hw/hwmon0/name": "scmi_sensors",
+            "hw/hwmon0/power1_label": "Grace Power Socket 0",
+            "hw/hwmon0/power2_label": "CPU Power Socket \u00b2",  # not an ASCII digit: no socket number
         }
     )
-    ((sensor),) = pz.discover_hwmon_sensors(fs, "hw")
-    assert (sensor["attr"], sensor["kind"], sensor["label"]) == ("power1_average", "power", "Socket 0")
+    rules, problems = pz.hwmon_label_rules([{"class": "package", "pattern": r"grace power socket (?P<package>\d+)"},
+                                             {"class": "ignored_cpu", "pattern": "CPU Power.*"}])  # fmt: skip
+    assert problems == []
+    sensors, ignored = pz.discover_hwmon(fs, "hw", rules)
+    assert _by_package(sensors) == [(0, "hwmon0", "power1_input", "Grace Power Socket 0")]
+    assert [e["reason"] for e in ignored] == ["class ignored_cpu (hwmon_labels entry 2), not package power"]
+    # a user's rule beats a default one for the same package, whatever the channel order
+    fs.files["hw/hwmon0/power2_label"] = "CPU power"
+    sensors, ignored = pz.discover_hwmon(fs, "hw", rules[:1] + pz.hwmon_label_rules()[0])
+    assert _by_package(sensors) == [(0, "hwmon0", "power1_input", "Grace Power Socket 0")]
+    assert [e["reason"] for e in ignored] == ["package 0 is read from hwmon0 power1_input (Grace Power Socket 0)"]
+    fs.files["hw/hwmon0/power1_label"], fs.files["hw/hwmon0/power2_label"] = "CPU power", "Grace Power Socket 0"
+    sensors, ignored = pz.discover_hwmon(fs, "hw", rules[:1] + pz.hwmon_label_rules()[0])
+    assert _by_package(sensors) == [(0, "hwmon0", "power2_input", "Grace Power Socket 0")]
+    fs.files["hw/hwmon0/power1_label"] = "Grace Power Socket 0"
+    fs.files["hw/hwmon0/power2_label"] = "CPU Power Socket \u00b2"
+    # the defaults alone: Grace module power is not package power, and "²" is no socket number
+    sensors, ignored = pz.discover_hwmon(fs, "hw")
+    assert pz.classify_hwmon_label(pz.hwmon_label_rules()[0], "CPU Power Socket \u00b2") is None
+    assert sensors == [] and [e["reason"] for e in ignored] == [
+        "class module (default rule), not package power",
+        "the label matches no hwmon_labels rule; add a rule to count it as package power",
+    ]
+    _rules, problems = pz.hwmon_label_rules(
+        [
+            {"class": "Package", "pattern": "("},
+            {"pattern": "x"},
+            {"class": "package", "pattern": r"(?P<socket>\d)"},
+            "x",
+        ]
+    )
+    example = r"{class: package, pattern: 'CPU Power Socket (?P<package>\d+)'}"
+    assert problems == [
+        "hwmon_labels entry 1: class 'Package' is not a lower-case word; use 'package' for package power, any other "
+        "word (io, memory, ...) to leave the sensor out",
+        "hwmon_labels entry 1: pattern '(' is not a regular expression (missing ), unterminated subpattern at "
+        "position 0); fix or quote it",
+        "hwmon_labels entry 2: {'pattern': 'x'} is not a mapping of exactly 'class' and 'pattern'; write e.g. "
+        + example,
+        r"hwmon_labels entry 3: pattern '(?P<socket>\\d)' has the named group(s) socket; the only named group "
+        "read is (?P<package>...)",
+        "hwmon_labels entry 4: 'x' is not a mapping of exactly 'class' and 'pattern'; write e.g. " + example,
+    ]
 
 
 def test_power_zones_find_power_source_prefers_rapl_then_hwmon():
@@ -586,6 +701,7 @@ def test_power_zones_find_power_source_prefers_rapl_then_hwmon():
         ["package-0"],
         [],
     )
+    assert rapl_found["ignored"] == []
     hwmon_found = pz.find_power_source(FakeFs({**psys, **hwmon}), "pc", "hw")
     assert (hwmon_found["source"], [z["path"] for z in hwmon_found["zones"]], hwmon_found["skipped"]) == (
         "hwmon",
@@ -596,6 +712,7 @@ def test_power_zones_find_power_source_prefers_rapl_then_hwmon():
         "source": None,
         "zones": [],
         "skipped": [{"zone": "intel-rapl:0", "name": "psys"}],
+        "ignored": [],
     }
 
 
@@ -619,10 +736,70 @@ def test_power_zones_every_chip_is_looked_at_and_a_cpu_label_found_on_any_attrib
             "hw/hwmon3/power1_label": "socket 3",
         }
     )
-    found = [(s["path"], s["attr"], s["name"]) for s in pz.discover_hwmon_sensors(fs, "hw")]
-    assert found == [
+    sensors, ignored = pz.discover_hwmon(fs, "hw")
+    # unnumbered sensors count packages by chip (hwmon1, hwmon2); a numbered one keeps its number;
+    # two claims on package 0: the energy counter wins and the other is named, not added twice
+    assert [(s["path"], s["attr"], s["name"]) for s in sensors] == [
         ("hw/hwmon0", "energy1_input", "package-0"),
-        ("hw/hwmon1", "power1_input", "package-0"),
         ("hw/hwmon2", "power1_input", "package-1"),
-        ("hw/hwmon3", "power1_input", "package-2"),
+        ("hw/hwmon3", "power1_input", "package-3"),
     ]
+    assert [(e["chip"], e["reason"]) for e in ignored] == [
+        ("hwmon1", "class io (default rule), not package power"),
+        ("hwmon1", "package 0 is read from hwmon0 energy1_input (Esocket0)"),
+    ]
+
+
+class _FakeCollectd:
+    """The calls rapl_power's collectd glue makes (collectd's python plugin API)."""
+
+    def __init__(self):
+        self.registered = {}
+        self.logged = []
+
+    def register_config(self, callback):
+        self.registered["config"] = callback
+
+    def register_init(self, callback):
+        self.registered["init"] = callback
+
+    def register_read(self, callback):
+        self.registered["read"] = callback
+
+    def __getattr__(self, level):  # info, warning, error
+        return lambda message: self.logged.append((level, message))
+
+
+class _Node:
+    def __init__(self, key, *values):
+        self.key, self.values, self.children = key, values, ()
+
+
+def _glue(monkeypatch, *children):
+    fake = _FakeCollectd()
+    monkeypatch.setitem(__import__("sys").modules, "collectd", fake)
+    plugin = load_module("rapl_power_glue", PLUGIN)
+    config = _Node("Module")
+    config.children = children
+    fake.registered["config"](config)
+    return plugin, fake
+
+
+def test_collectd_hwmon_label_option_counts_and_refuses(monkeypatch, tmp_path):
+    hwmon = tmp_path / "hwmon"
+    make_hwmon(hwmon, "scmi_sensors", {"power1_input": 5000000, "power1_label": "Grace Power Socket 0",
+                                       "power2_input": 7000000, "power2_label": "CPU Power Socket 0"})  # fmt: skip
+    plugin, fake = _glue(
+        monkeypatch,
+        _Node("SysfsRoot", str(tmp_path / "powercap")),
+        _Node("HwmonRoot", str(hwmon)),
+        _Node("HwmonLabel", "package", r"grace power socket (?P<package>\d+)"),
+    )
+    fake.registered["init"]()
+    ((sample),) = plugin._state["reader"].read()
+    assert (sample.zone, sample.power_w) == ("package-0", 5.0)
+    assert ("info", "rapl plugin: hwmon hwmon0 (scmi_sensors) power2_input 'CPU Power Socket 0' left out: package 0 "
+            "is read from hwmon0 power1_input (Grace Power Socket 0)") in fake.logged  # fmt: skip
+    plugin, fake = _glue(monkeypatch, _Node("HwmonLabel", "Package", "("))
+    with pytest.raises(ValueError, match=r"^rapl plugin: HwmonLabel: hwmon_labels entry 1: class 'Package' is not"):
+        fake.registered["init"]()
