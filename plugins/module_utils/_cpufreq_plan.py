@@ -23,6 +23,7 @@ from ansible_collections.poweraware.k8s.plugins.module_utils._cpu_topology impor
 from ansible_collections.poweraware.k8s.plugins.module_utils._cpulist import (
     CpuListError,
     format_cpulist,
+    is_decimal,
     parse_cpulist,
 )
 from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import CPU_DIR, ValidationError
@@ -34,19 +35,24 @@ def _freq_spec_to_khz(spec, pol, label, cpu):
         return None
     lo = int(pol["cpuinfo_min_freq"])
     hi = int(pol["cpuinfo_max_freq"])
+    not_a_frequency = ValidationError(
+        f"{label}={spec!r} is not a frequency: give MHz as an integer, or 'min' / 'max' for each CPU's own limit"
+    )
     if isinstance(spec, str):
         text = spec.strip().lower()
         if text == "min":
             return lo
         if text == "max":
             return hi
-        if not text.isdigit():
-            raise ValidationError(
-                f"{label}={spec!r} is not a frequency: give MHz as an integer, "
-                "or 'min' / 'max' for each CPU's own limit"
-            )
+        if not is_decimal(text):
+            raise not_a_frequency
         spec = int(text)
-    khz = int(spec) * 1000
+    elif isinstance(spec, float) and spec.is_integer():
+        spec = int(spec)  # 2000.0 from a YAML float or a Jinja expression
+    elif isinstance(spec, bool) or not isinstance(spec, int):
+        # a list, a bool, 2000.5 (int() would drop the .5 silently)
+        raise not_a_frequency
+    khz = spec * 1000
     if khz < lo or khz > hi:
         raise ValidationError(
             f"{label}={spec} MHz is outside CPU {cpu}'s limits {lo // 1000}-{hi // 1000} MHz "
@@ -189,7 +195,7 @@ def _governor_epp_target(topo, request, pol, name, current, first):
                 "intel_pstate or amd-pstate-epp with HWP/CPPC; drop epp for this node"
             )
         epp = normalize_epp(str(request.epp))
-        if epp.isdigit():
+        if is_decimal(epp):
             # a register value: intel_pstate takes 0-255 (Documentation/admin-guide/pm/intel_pstate.rst);
             # which preference it is differs by CPU model, so it is compared as the number it is
             if topo.driver != "intel_pstate" or int(epp) > 255:
@@ -233,6 +239,24 @@ def _plan_policy(topo, request, name, cpus, managed_set, tolerance_khz):
     return {"policy": pol, "cpus": cpus, "current": current, "target": target, "changes": changes}
 
 
+def _checked_tolerance_khz(topo, names, tolerance_mhz):
+    """The read-back tolerance in kHz, refused where it would take a wrong frequency for applied: a
+    tolerance of half a policy's cpuinfo range or more judges a request in the middle of the range
+    equal to either end, so the run would report changed=false with nothing written."""
+    tolerance_khz = int(tolerance_mhz) * 1000
+    for name in names:
+        pol = topo.policies[name]
+        lo, hi = int(pol["cpuinfo_min_freq"]), int(pol["cpuinfo_max_freq"])
+        if tolerance_khz and tolerance_khz * 2 >= hi - lo:
+            first = min(pol["related_cpus"] or [0])
+            raise ValidationError(
+                f"tolerance_mhz={tolerance_mhz} is not below half of CPU {first}'s range ({lo // 1000}-{hi // 1000} "
+                f"MHz, {name}): a frequency that far from the request would be taken for applied and nothing "
+                f"written; keep the default 100 (drivers round to 100 MHz steps), at most {(hi - lo) // 2000 - 1}"
+            )
+    return tolerance_khz
+
+
 def plan_present(topo, request, tolerance_mhz=100):
     """Validate the whole request against the live topology and return the plan (no writes)."""
     if not topo.policies:
@@ -252,10 +276,10 @@ def plan_present(topo, request, tolerance_mhz=100):
             f"CPU {format_cpulist(no_cpufreq)} is online but has no cpufreq directory "
             f"({topo.acc.path(CPU_DIR)}/cpu{no_cpufreq[0]}/cpufreq is missing); remove it from cpus"
         )
-    tolerance_khz = int(tolerance_mhz) * 1000
     by_policy = {}
     for cpu in online:
         by_policy.setdefault(topo.cpu_policy[cpu], []).append(cpu)
+    tolerance_khz = _checked_tolerance_khz(topo, topo.policy_order(by_policy), tolerance_mhz)
     managed_set = set(online) | set(skipped)
     plan = [
         _plan_policy(topo, request, name, by_policy[name], managed_set, tolerance_khz)

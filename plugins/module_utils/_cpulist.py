@@ -14,9 +14,16 @@ class CpuListError(ValueError):
     """A CPU list that cannot be parsed; the message says which part is wrong."""
 
 
+def is_decimal(text):
+    """Whether ``text`` is a whole number in ASCII digits, as the kernel's kstrto* parse them.
+    str.isdigit alone takes '²' (which int() then refuses with a traceback) and '３' (which the
+    kernel would refuse)."""
+    return isinstance(text, str) and text.isascii() and text.isdigit()
+
+
 def _parse_int(token, whole):
     token = token.strip()
-    if not token.isdigit():
+    if not is_decimal(token):
         raise CpuListError(
             f"invalid CPU list {whole!r}: {token!r} is not a CPU number (expected a form like '0-3,8,10-11')"
         )
