@@ -245,15 +245,17 @@ def plan_node(info, pools, profiles, reserved=None, reserved_given=False, kubele
     ``kubelet_reserved``, read from ``kubelet_source``); ``uncore``/``power_cap`` the node-level
     controls (None: not managed).
 
-    Returns ``{errors, notes, slowdowns, assignments, reserved, shared, node, apply}``: ``assignments``
+    Returns ``{errors, notes, slowdowns, assignments, reserved, shared, node, apply, unmanaged}``: ``assignments``
     ``[{pool, profile, cpus, min_mhz, max_mhz, epp, governor[, cstates]}]`` one per pool x limit
     group (empty when there are errors or no cpufreq); ``node`` the node-level controls as a
     ``cpu_power_profile`` request (``{pool: node, cpus: all, uncore, power_cap}``) or None;
-    ``apply`` what the role applies in one ``cpu_power_profile`` call (its ``assignments``).
+    ``apply`` what the role applies in one ``cpu_power_profile`` call (its ``assignments``);
+    ``unmanaged`` the CPUs no pool manages now (restored from the journal before ``apply``).
     """
     pools = pools or []
     profiles = profiles or {}
     plan = {"errors": [], "notes": [], "slowdowns": [], "assignments": []}
+    targets = []
     errors = plan["errors"]
     present = expand_cpus(info.get("present"))[0]
     present_text = info.get("present")
@@ -272,11 +274,18 @@ def plan_node(info, pools, profiles, reserved=None, reserved_given=False, kubele
     if not info.get("cpufreq_available"):
         plan["notes"].append(f"no cpufreq on {host}: {'; '.join(info.get('messages') or [])} - nothing applied")
     elif not errors:
-        _assign(plan, info, profiles, _targets(pools, shared_profile, shared), fallback_governor)
+        targets = _targets(pools, shared_profile, shared)
+        _assign(plan, info, profiles, targets, fallback_governor)
+    # CPUs no pool (nor the shared profile) manages now, the reserved ones among them: what an earlier
+    # run recorded for them (a pool since removed, a shared profile since switched off, CPUs reserved
+    # since) is restored before this run applies, instead of staying applied for good.
+    claimed = {c for t in targets for c in t["cpus"]} if info.get("cpufreq_available") and not errors else None
+    plan["unmanaged"] = [] if claimed is None else sorted(set(present) - claimed)
     node = {k: v for k, v in (("uncore", uncore), ("power_cap", power_cap)) if v is not None}
     plan["node"] = dict(pool="node", profile=None, cpus="all", **node) if node and not errors else None
     plan["shared"] = shared
     # The node-level controls first: a BIOS-locked power limit is found only by writing it (EACCES),
     # and found first it fails the run before any pool was written (nothing to roll back).
     plan["apply"] = ([plan["node"]] if plan["node"] else []) + plan["assignments"]
-    return {k: plan[k] for k in ("errors", "notes", "slowdowns", "assignments", "reserved", "shared", "node", "apply")}
+    keys = ("errors", "notes", "slowdowns", "assignments", "reserved", "shared", "node", "apply", "unmanaged")
+    return {k: plan[k] for k in keys}

@@ -653,6 +653,25 @@ def _write_on_node(lab, host: str, path: str, text: str) -> None:
     _run_on_node(lab, host, f"sudo -n tee {path} >/dev/null", text)
 
 
+def test_cpus_no_pool_manages_now_go_back_to_their_originals(lab):
+    """Pools removed from the inventory and the shared profile switched off: the next run restores the
+    CPUs they managed (what the journal recorded), instead of leaving them capped for good with the run
+    saying nothing (issue 45 item 13). The old role restored only CPUs that had become reserved."""
+    host = "np-amd"
+    if tree_digest(lab.sys(host)) == lab.pristine_sys[host]:  # run alone: apply the inventory's pools first
+        assert lab.run(limit=host, tags=["cpu_power"]).rc == 0
+    assert tree_digest(lab.sys(host)) != lab.pristine_sys[host]
+    result = lab.run(
+        limit=host, tags=["cpu_power"], extra_vars={"cpu_power_pools": [], "cpu_power_shared_profile": None}
+    )
+    assert result.rc == 0, str(result)
+    assert tree_digest(lab.sys(host)) == lab.pristine_sys[host]
+    again = lab.run(
+        limit=host, tags=["cpu_power"], extra_vars={"cpu_power_pools": [], "cpu_power_shared_profile": None}
+    )
+    assert again.rc == 0 and again.changed == 0, str(again)
+
+
 def test_absent_restores_originals(lab):
     result = lab.run(tags=["cpu_power"], extra_vars={"cpu_power_state": "absent"})
     assert result.rc == 0, str(result)

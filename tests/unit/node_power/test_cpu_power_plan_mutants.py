@@ -251,7 +251,9 @@ def test_plan_with_epp_per_pool_and_limit_group():
     assert result["notes"] == ["pool shared: CPUs 5 are offline and skipped"]
     assert result["shared"] == [1, 5] and result["reserved"] == [0]
     assert result["node"] is None
-    assert list(result) == ["errors", "notes", "slowdowns", "assignments", "reserved", "shared", "node", "apply"]
+    assert list(result) == [
+        "errors", "notes", "slowdowns", "assignments", "reserved", "shared", "node", "apply", "unmanaged"
+    ]  # fmt: skip
     assert result["apply"] == result["assignments"]
 
 

@@ -88,7 +88,18 @@ def test_defaults_change_nothing_beyond_pools():
         "shared": [1, 2, 3, 4, 5, 6, 7],
         "node": None,
         "apply": [],
+        # no pool, no shared profile: every CPU's earlier settings (if any are recorded) are restored
+        "unmanaged": [0, 1, 2, 3, 4, 5, 6, 7],
     }
+
+
+def test_cpus_no_pool_manages_now_are_restored_first():
+    """A pool removed from the inventory (or the shared profile switched off) leaves its CPUs to be
+    restored from the journal, not applied for good; with a shared profile only the reserved remain."""
+    pools = [{"name": "a", "cpus": "2-3", "profile": "performance"}]
+    assert plan(pools=pools)["unmanaged"] == [0, 1, 4, 5, 6, 7]
+    assert plan(pools=pools, shared_profile="shared")["unmanaged"] == [0]
+    assert plan(pools=pools, reserved="99")["unmanaged"] == []  # errors: nothing restored either
 
 
 def test_node_controls_become_one_request_for_all_cpus():
