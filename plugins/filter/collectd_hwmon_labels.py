@@ -22,7 +22,8 @@ def collectd_hwmon_labels(rules, variable="collectd_hwmon_labels"):
         rules = []
     if not isinstance(rules, list):
         raise AnsibleFilterError(
-            f"Nothing was changed: {variable}: {rules!r} is not a list; give a list of {{class, pattern}} rules"
+            f"Nothing was changed: {variable}: {rules!r} is not a list; give a list of {{class, pattern}} rules "
+            f'(with -e, as JSON: -e \'{{"{variable}": [{{"class": "package", "pattern": "..."}}]}}\')'
         )
     _compiled, problems = hwmon_label_rules(rules)
     problems = [p.replace("hwmon_labels entry", f"{variable} entry", 1) for p in problems]

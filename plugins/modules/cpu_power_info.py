@@ -210,7 +210,7 @@ cpu_power:
           C(powerN_average) of every chip whose label a rule classes V(package)) or null.
         - C(zones) has one sensor per package; C(ignored) lists every other hwmon energy or power sensor
           with the reason it is not package power (another class, no rule matched, no label, or its
-          package is read from a better sensor: an energy counter before a power reading).
+          package is read from a better sensor, an energy counter before a power reading).
       type: dict
       sample:
         source: hwmon

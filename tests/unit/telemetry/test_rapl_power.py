@@ -641,8 +641,12 @@ def test_power_zones_user_rules_go_first_and_bad_rules_are_all_named():
             "hw/hwmon0/power2_label": "CPU Power Socket \u00b2",  # not an ASCII digit: no socket number
         }
     )
-    rules, problems = pz.hwmon_label_rules([{"class": "package", "pattern": r"grace power socket (?P<package>\d+)"},
-                                             {"class": "ignored_cpu", "pattern": "CPU Power.*"}])  # fmt: skip
+    rules, problems = pz.hwmon_label_rules(
+        [
+            {"class": "package", "pattern": r"grace power socket (?P<package>\d+)"},
+            {"class": "ignored_cpu", "pattern": "CPU Power.*"},
+        ]
+    )
     assert problems == []
     sensors, ignored = pz.discover_hwmon(fs, "hw", rules)
     assert _by_package(sensors) == [(0, "hwmon0", "power1_input", "Grace Power Socket 0")]
