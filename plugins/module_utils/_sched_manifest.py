@@ -100,14 +100,62 @@ def _flag_lists(container):
 
 
 def find_flag(container, flag):
-    """``(value, list_key, item)`` of ``--flag=value`` or ``--flag value`` in command/args, or None."""
-    for key, items in _flag_lists(container):
-        for index, item in enumerate(items):
-            if item == flag and index + 1 < len(items):
-                return items[index + 1], key, item
-            if item.startswith(flag + "="):
-                return item[len(flag) + 1 :], key, item
+    """``(value, list_key, item)`` of ``--flag=value`` or ``--flag value`` in command/args, or None.
+
+    kubelet runs ``command`` then ``args`` as one argv, so a flag ending ``command`` takes its value
+    from the first item of ``args``."""
+    argv = [(key, item) for key, items in _flag_lists(container) for item in items]
+    for position, (key, item) in enumerate(argv):
+        if item == flag and position + 1 < len(argv):
+            return argv[position + 1][1], key, item
+        if item.startswith(flag + "="):
+            return item[len(flag) + 1 :], key, item
     return None
+
+
+# Shells that take a script with -c: kube-scheduler's flags are then words inside one string, which
+# this module cannot edit (an appended flag would become the script's $0, not kube-scheduler's).
+SHELLS = frozenset({"sh", "bash", "dash", "ash", "ksh", "zsh", "busybox"})
+# The flags the module reads from the manifest: a value it cannot read is never guessed at.
+READ_FLAGS = ("--config", "--policy-config-file", "--kubeconfig", "--port")
+
+
+def argv_problems(container):
+    """Errors for a command line the module cannot read or extend safely (kubelet runs ``command``
+    followed by ``args`` as one argv, with no shell unless the manifest names one)."""
+    errors = []
+    lists = _flag_lists(container)
+    argv = [(key, index, item) for key, items in lists for index, item in enumerate(items)]
+    command = dict(lists)["command"]
+    if command and posixpath.basename(command[0]) in SHELLS and "-c" in command[1:3]:
+        errors.append(
+            f"the kube-scheduler container runs a shell ({' '.join(command[:2])} ...): its flags are words of a "
+            "script, which this module cannot read or extend (a flag appended to the list would reach the shell, "
+            "not kube-scheduler); fix: give kube-scheduler and its flags as separate items of command/args, as "
+            "kubeadm writes them, or add the extender to the scheduler's configuration by hand"
+        )
+        return errors
+    for position, (key, index, item) in enumerate(argv):
+        if item in READ_FLAGS:
+            following = argv[position + 1][2] if position + 1 < len(argv) else None
+            if following is None:
+                errors.append(
+                    f"{key}[{index}] is {item} with no value after it (kube-scheduler refuses to start: flag needs an "
+                    f"argument); fix: write {item}=<value>, or remove it"
+                )
+            elif following.startswith("-"):
+                errors.append(
+                    f"{key}[{index}] is {item} followed by {following!r}, which kube-scheduler would take as its "
+                    f"value; fix: write {item}=<value> before the other flags, or remove it"
+                )
+        elif any(char.isspace() for char in item) and any(
+            word.split("=", 1)[0] in READ_FLAGS for word in item.split()
+        ):
+            errors.append(
+                f"{key}[{index}] {item!r} holds several words; kubelet passes it as one argument, so kube-scheduler "
+                "does not see the flags inside it; fix: one flag per item"
+            )
+    return errors
 
 
 def flags_list_key(container):
@@ -506,6 +554,9 @@ def plan_present(
     result.warnings += warnings
     mode = "policy" if sv.is_policy(api_version) else "config"
     result.mode = mode
+    errors = argv_problems(container)
+    if errors:  # the flags below cannot be read reliably
+        raise ManifestError.of(errors)
     errors = conflicting_flags(base, cindex, mode, version[1])
     default_path = policy_path if mode == "policy" else config_path
     for what, path in (("config_path", config_path), ("policy_path", policy_path)):

@@ -39,7 +39,7 @@ options:
         other word leaves it out) and C(pattern), a Python regular expression that must match the
         whole label, case-insensitive, with an optional named group C(package) for the socket number.
       - Firmware chooses the labels (SCMI, ACPI power meter C(powerN_oem_info), vendor drivers); add a
-        rule when a sensor you need shows up in RV(cpu_power.power_reading.ignored).
+        rule when a sensor you need shows up in the C(ignored) list of RV(cpu_power.power_reading).
     type: list
     elements: dict
     default: []

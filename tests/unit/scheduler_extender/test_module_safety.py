@@ -598,3 +598,74 @@ def test_a_backup_dir_linked_into_the_static_pod_directory_is_refused(node):
         "that is not linked there, such as /var/lib/poweraware/backups/kube-scheduler"
     ) in result["msg"]
     assert snapshot(node) == before
+
+
+# --- issue 45 item 13: command lines the module cannot read or extend -----------------------------
+
+
+def _with_command(node: pathlib.Path, command: list[str], args: list[str] | None = None) -> None:
+    manifest = node / MANIFEST.lstrip("/")
+    doc = yaml.safe_load(manifest.read_text())
+    container = doc["spec"]["containers"][0]
+    container["command"] = command
+    if args is not None:
+        container["args"] = args
+    manifest.write_text(yaml.safe_dump(doc))
+
+
+@pytest.mark.parametrize(
+    ("command", "extra", "message"),
+    [
+        (
+            ["/bin/sh", "-c", "exec kube-scheduler --kubeconfig=/etc/kubernetes/scheduler.conf --v=2"],
+            None,
+            "the kube-scheduler container runs a shell (/bin/sh -c ...): its flags are words of a script, which this "
+            "module cannot read or extend (a flag appended to the list would reach the shell, not kube-scheduler); "
+            "fix: give kube-scheduler and its flags as separate items of command/args, as kubeadm writes them, or "
+            "add the extender to the scheduler's configuration by hand",
+        ),
+        (
+            ["kube-scheduler", "--kubeconfig=/etc/kubernetes/scheduler.conf", "--config"],
+            None,
+            "command[2] is --config with no value after it (kube-scheduler refuses to start: flag needs an "
+            "argument); fix: write --config=<value>, or remove it",
+        ),
+        (
+            ["kube-scheduler", "--config", "--kubeconfig=/etc/kubernetes/scheduler.conf"],
+            None,
+            "command[1] is --config followed by '--kubeconfig=/etc/kubernetes/scheduler.conf', which kube-scheduler "
+            "would take as its value; fix: write --config=<value> before the other flags, or remove it",
+        ),
+        (
+            ["kube-scheduler", "--kubeconfig=/etc/kubernetes/scheduler.conf --v=2"],
+            None,
+            "command[1] '--kubeconfig=/etc/kubernetes/scheduler.conf --v=2' holds several words; kubelet passes it "
+            "as one argument, so kube-scheduler does not see the flags inside it; fix: one flag per item",
+        ),
+    ],
+    ids=["shell-wrapped", "dangling-config", "config-swallows-a-flag", "two-flags-in-one-item"],
+)
+def test_command_lines_the_module_cannot_extend_are_refused(node, command, extra, message):
+    """Before, the shell-wrapped manifest got --config appended after the script (the shell's $0:
+    kube-scheduler never saw it, changed=true) and the dangling --config a second --config."""
+    _with_command(node, command, extra)
+    before = snapshot(node)
+    result = run(args(node))
+    assert result["failed"] and result["changed"] is False, result
+    assert result["errors"] == [message]
+    assert snapshot(node) == before
+
+
+def test_a_flag_ending_command_takes_its_value_from_args(node):
+    # kubelet runs command + args as one argv: --config's value may be the first item of args
+    (node / "etc/kubernetes/sched-user.yaml").write_text(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+        "clientConnection:\n  kubeconfig: /etc/kubernetes/scheduler.conf\n"
+    )
+    _with_command(node, ["kube-scheduler", "--config"], ["/etc/kubernetes/sched-user.yaml", "--v=2"])
+    result = run(args(node))
+    assert not result.get("failed"), result
+    doc = yaml.safe_load((node / MANIFEST.lstrip("/")).read_text())
+    argv = doc["spec"]["containers"][0]["command"] + doc["spec"]["containers"][0]["args"]
+    assert [a for a in argv if a.startswith("--config")] == ["--config"]  # not a second one
+    assert "extenders" in yaml.safe_load((node / "etc/kubernetes/sched-user.yaml").read_text())
