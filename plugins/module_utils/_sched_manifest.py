@@ -148,9 +148,7 @@ def argv_problems(container):
                     f"{key}[{index}] is {item} followed by {following!r}, which kube-scheduler would take as its "
                     f"value; fix: write {item}=<value> before the other flags, or remove it"
                 )
-        elif any(char.isspace() for char in item) and any(
-            word.split("=", 1)[0] in READ_FLAGS for word in item.split()
-        ):
+        elif any(char.isspace() for char in item) and any(word.split("=", 1)[0] in READ_FLAGS for word in item.split()):
             errors.append(
                 f"{key}[{index}] {item!r} holds several words; kubelet passes it as one argument, so kube-scheduler "
                 "does not see the flags inside it; fix: one flag per item"
