@@ -35,6 +35,7 @@ from ansible_collections.poweraware.k8s.plugins.module_utils._yaml_edit import (
     SeqAppend,
     SeqRemove,
     apply_ops,
+    comment_lines,
     dump,
     yaml,
 )
@@ -435,13 +436,35 @@ def config_add_ops(base, entries):
 
 
 def edit_file(text, doc, ops, mode):
-    """``(new_text, new_doc)``: surgical for YAML configs, re-rendered JSON for Policy files."""
-    new_text, new_doc, _reemitted = apply_ops(text, doc, ops)
+    """``(new_text, new_doc, reemitted)``: surgical for YAML configs, re-rendered JSON for Policy files.
+
+    ``reemitted`` is True when a YAML configuration could not be changed in place (flow style) and
+    ``new_text`` is the whole document written out again (its comments gone)."""
+    new_text, new_doc, reemitted = apply_ops(text, doc, ops)
     if new_doc == doc:
-        return text, doc
+        return text, doc, False
     if mode == "policy":
-        return render_file(new_doc, mode, False), new_doc
-    return new_text, new_doc
+        return render_file(new_doc, mode, False), new_doc, False
+    return new_text, new_doc, reemitted
+
+
+def _reemission_problem(path, text):
+    """The refusal when writing ``text`` out again would drop the user's comments, else None."""
+    comments = comment_lines(text)
+    if not comments:
+        return None
+    lines = ", ".join(str(n) for n in comments[:5]) + (" ..." if len(comments) > 5 else "")
+    return (
+        f"{path} cannot be changed in place (flow-style YAML such as {{...}} or [...] where the change goes), and "
+        f"writing it out again would drop its comments (lines {lines}); fix: write that part in block style (one "
+        "key per line, '- ' items), or remove the comments you do not need, and run again"
+    )
+
+
+REEMITTED_WARNING = (
+    "{path} could not be changed in place (flow-style YAML) and is written out again in block style: the same "
+    "content in another layout; the backup holds the original"
+)
 
 
 # --- the whole change, as a pure function of the files' contents -----------------------------------
@@ -609,7 +632,12 @@ def plan_present(
             convert = _conversion(current, version[1], file_path, result.warnings)
         strip = config_strip_ops(record) if record and record.get("file") == file_path else []
         add, replaced = config_add_ops(_apply_doc(current, strip), entries)
-        file_text, desired = edit_file(current_text, current, convert + strip + add, mode)
+        file_text, desired, reemitted = edit_file(current_text, current, convert + strip + add, mode)
+        if reemitted:
+            problem = _reemission_problem(file_path, current_text)
+            if problem:
+                raise ManifestError(problem)
+            result.warnings.append(REEMITTED_WARNING.format(path=file_path))
         created = False
         if not policy:
             api_version = desired["apiVersion"]
@@ -731,9 +759,17 @@ def plan_absent(manifest_text, manifest_path, read_file, original_text=None, con
         else:
             current = _load(current_text, file_path)
             if isinstance(current, dict):
-                text, restored = edit_file(current_text, current, config_strip_ops(record), record.get("mode"))
+                text, restored, reemitted = edit_file(
+                    current_text, current, config_strip_ops(record), record.get("mode")
+                )
                 earlier = original_text(file_path, restored) if original_text and restored != current else None
                 result.file_after = earlier if earlier is not None else text
+                if reemitted and earlier is None:  # removing our entries must not be blocked: say what it costs
+                    lost = comment_lines(current_text)
+                    result.warnings.append(
+                        REEMITTED_WARNING.format(path=file_path)
+                        + (f" (its comments on lines {', '.join(map(str, lost))} are not kept)" if lost else "")
+                    )
     text, _new_doc, reemitted = patch(manifest_text, doc, strip_ops(record, cindex), [])
     result.manifest_after = text
     result.reemitted = reemitted

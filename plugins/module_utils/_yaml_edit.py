@@ -425,6 +425,33 @@ class Editor:
         self._commit(lines)
 
 
+def comment_lines(text):
+    """1-based numbers of the lines of ``text`` that hold a YAML comment (what a re-emission drops).
+
+    A ``#`` starts a comment at the start of a line or after white space, outside a scalar (YAML
+    1.1 section 4.3.2); PyYAML's scanner gives the scalars' spans, so a ``#`` inside a quoted or
+    plain value (``url: http://h/#x``, ``'a #b'``) is not taken for one."""
+    spans = []
+    try:
+        for token in yaml.scan(text):
+            if isinstance(token, yaml.ScalarToken):
+                spans.append((token.start_mark.index, token.end_mark.index))
+    except yaml.YAMLError:
+        return []
+    found = []
+    offset = 0
+    for number, line in enumerate(text.splitlines(keepends=True), start=1):
+        for column, char in enumerate(line):
+            if char != "#" or (column and not line[column - 1].isspace()):
+                continue
+            index = offset + column
+            if not any(start <= index < end for start, end in spans):
+                found.append(number)
+                break
+        offset += len(line)
+    return found
+
+
 def dump(doc, like=""):
     """The fallback emitter: JSON when the original text was JSON, else block YAML (keys in order)."""
     if like.lstrip().startswith("{"):

@@ -669,3 +669,37 @@ def test_a_flag_ending_command_takes_its_value_from_args(node):
     argv = doc["spec"]["containers"][0]["command"] + doc["spec"]["containers"][0]["args"]
     assert [a for a in argv if a.startswith("--config")] == ["--config"]  # not a second one
     assert "extenders" in yaml.safe_load((node / "etc/kubernetes/sched-user.yaml").read_text())
+
+
+FLOW_CONFIG = (
+    "{apiVersion: kubescheduler.config.k8s.io/v1, kind: KubeSchedulerConfiguration,\n"
+    " clientConnection: {kubeconfig: /etc/kubernetes/scheduler.conf}}\n"
+)
+
+
+def test_a_flow_style_config_with_comments_is_refused_not_rewritten(node):
+    """The editor cannot change flow-style YAML in place; the file was written out again and its
+    comments dropped without a word (issue 45 item 13). Now refused, naming the comment lines."""
+    with_user_config(node, "# tuned by the platform team: keep\n" + FLOW_CONFIG + "# end\n")
+    before = snapshot(node)
+    result = run(args(node))
+    assert result["failed"] and result["changed"] is False, result
+    assert result["errors"] == [
+        "/etc/kubernetes/scheduler-config.yaml cannot be changed in place (flow-style YAML such as {...} or [...] "
+        "where the change goes), and writing it out again would drop its comments (lines 1, 4); fix: write that "
+        "part in block style (one key per line, '- ' items), or remove the comments you do not need, and run again"
+    ]
+    assert snapshot(node) == before
+
+
+def test_a_flow_style_config_without_comments_is_rewritten_with_a_warning(node):
+    with_user_config(node, FLOW_CONFIG)
+    result = run(args(node))
+    assert result["changed"] and not result.get("failed"), result
+    assert (
+        "/etc/kubernetes/scheduler-config.yaml could not be changed in place (flow-style YAML) and is written out "
+        "again in block style: the same content in another layout; the backup holds the original"
+    ) in warnings(result)
+    written = yaml.safe_load((node / USER_CONFIG).read_text())
+    assert written["clientConnection"] == {"kubeconfig": "/etc/kubernetes/scheduler.conf"}
+    assert [e["urlPrefix"] for e in written["extenders"]] == [TAS_EXTENDER["url_prefix"]]

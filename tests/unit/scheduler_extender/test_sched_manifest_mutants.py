@@ -454,16 +454,28 @@ def test_config_strip_ops_puts_back_replaced_entries():
 def test_edit_file_keeps_the_text_when_nothing_changes_and_renders_policies_as_json():
     text = "# mine\nextenders: []\n"
     doc = {"extenders": []}
-    assert ms.edit_file(text, doc, [], "config") == (text, doc)
-    new_text, new_doc = ms.edit_file('{"kind": "Policy"}', {"kind": "Policy"}, [ms.KeySet([], "a", 1)], "policy")
+    assert ms.edit_file(text, doc, [], "config") == (text, doc, False)
+    new_text, new_doc, reemitted = ms.edit_file(
+        '{"kind": "Policy"}', {"kind": "Policy"}, [ms.KeySet([], "a", 1)], "policy"
+    )
+    assert reemitted is False  # JSON is rendered, not a fallback
     assert new_doc == {"kind": "Policy", "a": 1}
     assert new_text == '{\n  "kind": "Policy",\n  "a": 1\n}\n'
     # a Policy file in YAML block style would take a line edit: it is rendered as JSON all the same
     block = "kind: Policy\nextenders:\n- urlPrefix: a\n"
     doc = {"kind": "Policy", "extenders": [{"urlPrefix": "a"}]}
-    new_text, new_doc = ms.edit_file(block, doc, [ms.SeqAppend([], "extenders", {"urlPrefix": "b"})], "policy")
+    new_text, new_doc, _reemitted = ms.edit_file(
+        block, doc, [ms.SeqAppend([], "extenders", {"urlPrefix": "b"})], "policy"
+    )
     assert json.loads(new_text) == new_doc == {"kind": "Policy", "extenders": [{"urlPrefix": "a"}, {"urlPrefix": "b"}]}
     assert new_text == ms.render_file(new_doc, "policy", False)
+    # a flow-style YAML configuration: written out again, and said so
+    flow = "{kind: KubeSchedulerConfiguration, extenders: []}\n"
+    doc = {"kind": "KubeSchedulerConfiguration", "extenders": []}
+    new_text, new_doc, reemitted = ms.edit_file(
+        flow, doc, [ms.SeqAppend([], "extenders", {"urlPrefix": "b"})], "config"
+    )
+    assert reemitted is True and yaml.safe_load(new_text) == new_doc
 
 
 def test_render_file_header_only_on_created_config_files():

@@ -493,3 +493,20 @@ def test_apply_ops_leaves_the_caller_s_document_alone():
 def test_the_fallback_dump_does_not_wrap_long_lines():
     long = " ".join(["word"] * 300)
     assert ye.dump({"a": long}) == "a: " + long + "\n"
+
+
+def test_comment_lines_are_the_ones_a_reemission_drops():
+    from ansible_collections.poweraware.k8s.plugins.module_utils._yaml_edit import comment_lines
+
+    text = (
+        "# head\n"  # 1: a comment
+        "a: 'x #y'\n"  # a quoted value
+        "b: http://h/#frag\n"  # a plain value: '#' not after white space
+        "c: v # tail\n"  # 4: a comment after a value
+        'd: "#x"\n'
+        "e: |\n  # in a literal block\n"  # a block scalar's text
+        "f: [1, 2]  # flow\n"  # 8
+    )
+    assert comment_lines(text) == [1, 4, 8]
+    assert comment_lines("a: [unclosed\n# x\n") == [2]  # the scanner alone: brackets are the parser's
+    assert comment_lines("a: 'unterminated\n# x\n") == []  # a scanner error: nothing claimed
