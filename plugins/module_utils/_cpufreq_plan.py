@@ -111,6 +111,12 @@ def resolve_cpus(topo, request):
         )
     skipped = [c for c in managed if c not in topo.online]
     online = [c for c in managed if c in topo.online]
+    if not online:  # the run would succeed having applied nothing, and say nothing
+        raise ValidationError(
+            f"every CPU to manage is offline (cpus {format_cpulist(managed)}; online: {format_cpulist(topo.online)}): "
+            "nothing would be applied; bring them online first (echo 1 > /sys/devices/system/cpu/cpuN/online) or "
+            "choose online CPUs in cpus"
+        )
     return online, skipped
 
 

@@ -62,3 +62,22 @@ def test_a_whole_float_and_the_largest_tolerance_are_taken(node, capsys):
     out = run(cpu_power_profile, {**base, "max_mhz": 2000.0, "tolerance_mhz": 1549}, capsys)
     assert out["changed"] is True
     assert node.policy("policy2", "scaling_max_freq") == "2000000"
+
+
+def test_a_request_whose_cpus_are_all_offline_is_refused(make_node, monkeypatch, capsys):
+    """Before, every requested CPU offline was a success that applied nothing and said nothing but
+    'skipped_offline' (issue 45 item 13, silent no-ops); some CPUs offline stay skipped and reported."""
+    node = make_node("offline_cpus")  # CPUs 6-7 offline
+    monkeypatch.setattr(cpu_power_profile, "SysfsAccessor", lambda root: node.kernel)
+    pristine = node.digest()
+    base = {"sysfs_root": str(node.sys), "state_file": str(node.state_file), "max_mhz": 2000}
+    out = run(cpu_power_profile, {**base, "cpus": "6-7"}, capsys)
+    assert out["failed"] is True and out["changed"] is False
+    assert out["msg"] == (
+        "invalid request, nothing was changed: every CPU to manage is offline (cpus 6-7; online: 0-5): nothing "
+        "would be applied; bring them online first (echo 1 > /sys/devices/system/cpu/cpuN/online) or choose online "
+        "CPUs in cpus"
+    )
+    assert node.digest() == pristine
+    out = run(cpu_power_profile, {**base, "cpus": "5-7"}, capsys)
+    assert out["changed"] is True and out["skipped_offline"] == "6-7"
