@@ -81,6 +81,12 @@ SCENARIOS = {
         "cpus": 8, "offline": "", "driver": "intel_pstate", "packages": 2,
         "idle": "intel_idle_spr", "uncore": "tpmi", "powercap": "rapl_pl2",
     },
+    # more than ten packages (a 16-socket node): powercap numbers its zones in hex (intel-rapl:a is
+    # the 11th), TPMI uncore domains run to uncore31
+    "many_packages": {
+        "cpus": 16, "offline": "", "driver": "intel_pstate", "packages": 16,
+        "idle": "intel_idle_spr", "uncore": "tpmi", "powercap": "rapl_pl2",
+    },
     "amd_no_uncore": {
         "cpus": 8, "offline": "", "driver": "amd-pstate-epp", "idle": "acpi_idle_amd", "powercap": "energy_only",
     },

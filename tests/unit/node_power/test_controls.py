@@ -24,6 +24,7 @@ FLAVOURS = {
     "powercap_locked": "powercap_locked",
     "hwmon_only": "hwmon_only",
     "arm64_cppc": "arm64_cppc",
+    "many_packages": "many_packages",
 }
 REQUESTS = {
     "cstates": {"max_latency_us": 20},
@@ -79,7 +80,7 @@ def check_applied(node, control, flavour):
         assert disabled and not any(d.endswith("/state0") for d in disabled)
         assert not any(d.startswith("cpu0/") for d in disabled)  # reserved
     elif control == "uncore":
-        domain = "uncore00" if flavour == "uncore_tpmi" else "package_00_die_00"
+        domain = "uncore00" if flavour in ("uncore_tpmi", "many_packages") else "package_00_die_00"
         base = f"devices/system/cpu/intel_uncore_frequency/{domain}"
         lo, hi = int(node.read(f"{base}/initial_min_freq_khz")), int(node.read(f"{base}/initial_max_freq_khz"))
         expect_max = lo + (hi - lo) * 75 // 100
@@ -88,6 +89,14 @@ def check_applied(node, control, flavour):
         assert node.read("class/powercap/intel-rapl:0/constraint_0_power_limit_uw") == "100000000"
         assert node.read("class/powercap/intel-rapl:0/constraint_0_time_window_us") == "999424"  # 2^10 * 976
         assert node.read("class/powercap/intel-rapl:0/enabled") == "1"
+        if flavour == "many_packages":  # the 16th package's zone is intel-rapl:f: capped too
+            assert node.read("class/powercap/intel-rapl:f/name") == "package-15"
+            assert node.read("class/powercap/intel-rapl:f/constraint_0_power_limit_uw") == "100000000"
+    if flavour == "many_packages" and control == "uncore":  # the last TPMI domain too
+        base = "devices/system/cpu/intel_uncore_frequency/uncore31"
+        lo, hi = int(node.read(f"{base}/initial_min_freq_khz")), int(node.read(f"{base}/initial_max_freq_khz"))
+        expect_max = lo + (hi - lo) * 75 // 100
+        assert int(node.read(f"{base}/max_freq_khz")) == expect_max - expect_max % 100000
 
 
 @pytest.mark.parametrize(("control", "flavour", "operation"), CELLS, ids=["-".join(c) for c in CELLS])
@@ -157,7 +166,7 @@ def test_matrix(make_node, control, flavour, operation):
 
 
 def test_matrix_is_complete():
-    assert len(CELLS) == 3 * 8 * 5
+    assert len(CELLS) == 3 * 9 * 5
 
 
 def test_controls_with_pstates_roll_back_together(make_node):

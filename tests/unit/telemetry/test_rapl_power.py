@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 import pathlib
 import re
 
@@ -807,3 +808,18 @@ def test_collectd_hwmon_label_option_counts_and_refuses(monkeypatch, tmp_path):
     plugin, fake = _glue(monkeypatch, _Node("HwmonLabel", "Package", "("))
     with pytest.raises(ValueError, match=r"^rapl plugin: HwmonLabel: hwmon_labels entry 1: class 'Package' is not"):
         fake.registered["init"]()
+
+
+def test_a_sixteen_package_node_is_read_whole_by_the_plugin_and_the_facts(tmp_path):
+    """lab/fake_sysfs.py many_packages: zones intel-rapl:0..f (hex, as powercap_sys.c names them) and
+    psys registered last as intel-rapl:10; every package found, in package order, psys left out."""
+    from lab import fake_sysfs
+
+    sysfs = fake_sysfs.build_tree(tmp_path / "sys", "many_packages")
+    powercap = sysfs / "class" / "powercap"
+    plugin = rapl.discover_package_zones(str(powercap))
+    assert [z.name for z in plugin] == [f"package-{n}" for n in range(16)]
+    assert [os.path.basename(z.path) for z in plugin][10:12] == ["intel-rapl:a", "intel-rapl:b"]
+    found = pz.find_power_source(pz.FileSystem(), str(powercap), str(sysfs / "class" / "hwmon"))
+    assert found["source"] == "rapl" and [z["package"] for z in found["zones"]] == list(range(16))
+    assert found["skipped"] == [{"zone": "intel-rapl:10", "name": "psys"}]
