@@ -46,6 +46,16 @@ SCENARIOS = {
             "policy7": ("1000000", "3800000", "powersave", "balance_power"),
         },
     ),
+    # cppc_cpufreq (ARM64): no frequency table, so any value within the limits is kept as written;
+    # no EPP; the generic governors
+    "arm64_cppc": (
+        {},
+        {"cpus": "all", "reserved_cpus": "0", "min_mhz": 1500, "max_mhz": 2750, "governor": "ondemand"},
+        {
+            "policy1": ("1500000", "2750000", "ondemand", None),
+            "policy7": ("1500000", "2750000", "ondemand", None),
+        },
+    ),
     "offline_cpus": (
         {},
         {"cpus": "4-7", "min_mhz": 1000, "max_mhz": 3000, "governor": "powersave", "epp": "power"},
