@@ -204,5 +204,5 @@ def unchecked_config(case: Case, pki: dict, kubeconfig: str | None = None) -> st
         text = text.replace(NODE_KUBECONFIG, kubeconfig)
     current = yaml.safe_load(text)
     ops, _replaced = ms.config_add_ops(current, [sc.render_extender(e) for e in extenders])
-    merged, _doc = ms.edit_file(text, current, ops, "config")
+    merged, _doc, _reemitted = ms.edit_file(text, current, ops, "config")
     return merged
