@@ -24,6 +24,7 @@ __metaclass__ = type
 import json
 
 from ansible.module_utils.common.yaml import HAS_YAML, yaml_load
+from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_manifest as sm
 
 CHOICES = ("fail", "adopt")
 OUR_MANAGER_LABEL = "app.kubernetes.io/managed-by"
@@ -216,18 +217,17 @@ def _scheduler_container(doc):
 
 
 def _flag(container, flag):
-    for key in ("command", "args"):
-        items = container.get(key)
-        if not isinstance(items, list):
-            continue
-        for index, item in enumerate(items):
-            if not isinstance(item, str):
-                continue
-            if item == flag and index + 1 < len(items) and isinstance(items[index + 1], str):
-                return items[index + 1]
-            if item.startswith(flag + "="):
-                return item[len(flag) + 1 :]
-    return None
+    # The extender module's own reading (kubelet's one argv: a flag ending ``command`` takes its
+    # value from ``args``), so coexistence never sees another file than the module would edit.
+    # A command line the module refuses (items not strings, a shell, a flag without its value) loads
+    # no file here either: the module names the problem when it runs.
+    try:
+        if sm.argv_problems(container):
+            return None
+        found = sm.find_flag(container, flag)
+    except sm.ManifestError:
+        return None
+    return found[0] if found else None
 
 
 def scheduler_config_path(manifest_text):

@@ -100,15 +100,20 @@ def _flag_lists(container):
     return out
 
 
+def _argv(container):
+    """kubelet's one argv: ``(list_key, index, item)`` for ``command`` then ``args``."""
+    return [(key, index, item) for key, items in _flag_lists(container) for index, item in enumerate(items)]
+
+
 def find_flag(container, flag):
     """``(value, list_key, item)`` of ``--flag=value`` or ``--flag value`` in command/args, or None.
 
     kubelet runs ``command`` then ``args`` as one argv, so a flag ending ``command`` takes its value
     from the first item of ``args``."""
-    argv = [(key, item) for key, items in _flag_lists(container) for item in items]
-    for position, (key, item) in enumerate(argv):
+    argv = _argv(container)
+    for position, (key, _index, item) in enumerate(argv):
         if item == flag and position + 1 < len(argv):
-            return argv[position + 1][1], key, item
+            return argv[position + 1][2], key, item
         if item.startswith(flag + "="):
             return item[len(flag) + 1 :], key, item
     return None
@@ -125,9 +130,8 @@ def argv_problems(container):
     """Errors for a command line the module cannot read or extend safely (kubelet runs ``command``
     followed by ``args`` as one argv, with no shell unless the manifest names one)."""
     errors = []
-    lists = _flag_lists(container)
-    argv = [(key, index, item) for key, items in lists for index, item in enumerate(items)]
-    command = dict(lists)["command"]
+    argv = _argv(container)
+    command = dict(_flag_lists(container))["command"]
     if command and posixpath.basename(command[0]) in SHELLS and "-c" in command[1:3]:
         errors.append(
             f"the kube-scheduler container runs a shell ({' '.join(command[:2])} ...): its flags are words of a "

@@ -383,7 +383,14 @@ SCHED_ADOPT = (
         (BMRA_MANIFEST, {"path": BMRA_CONFIG_PATH, "flag": "--config"}),
         (manifest(["--config", "/etc/a.yaml"]), {"path": "/etc/a.yaml", "flag": "--config"}),
         (manifest(args=["--policy-config-file=/etc/p.json"]), {"path": "/etc/p.json", "flag": "--policy-config-file"}),
+        # kubelet runs command then args as one argv: the value of a flag ending command is args[0]
+        (manifest(["--config"], args=["/etc/split.yaml"]), {"path": "/etc/split.yaml", "flag": "--config"}),
         (manifest(), {"path": "", "flag": ""}),
+        # command not a list of strings: kube_scheduler_extender refuses the manifest itself
+        (
+            json.dumps({"kind": "Pod", "spec": {"containers": [{"command": "kube-scheduler --config=/x"}]}}),
+            {"path": "", "flag": ""},
+        ),
         ("", {"path": "", "flag": ""}),
         ("{not yaml", {"path": "", "flag": ""}),
         ("[1, 2]", {"path": "", "flag": ""}),

@@ -146,16 +146,22 @@ def test_flags_only_in_args_without_a_command():
     assert c.scheduler_config_path(pod(only)) == {"path": "/etc/p.json", "flag": "--policy-config-file"}
 
 
-def test_a_non_text_item_before_the_flag_is_skipped():
-    only = {"name": "kube-scheduler", "command": ["kube-scheduler", 5, f"--config={CONFIG}"]}
-    assert c.scheduler_config_path(pod(only)) == {"path": CONFIG, "flag": "--config"}
+def test_a_command_line_the_module_refuses_loads_nothing():
+    # kube_scheduler_extender refuses these manifests itself (_sched_manifest.argv_problems and
+    # "must be a list of strings"): coexistence reads no file from them rather than guess one
+    for container in (
+        {"name": "kube-scheduler", "command": ["kube-scheduler", 5, f"--config={CONFIG}"]},
+        {"name": "kube-scheduler", "command": ["kube-scheduler", "--config"]},
+        # one argv: kube-scheduler would take "--config=..." as the first --config's value
+        {"name": "kube-scheduler", "command": ["kube-scheduler", "--config"], "args": [f"--config={CONFIG}"]},
+        {"name": "kube-scheduler", "command": ["sh", "-c", f"kube-scheduler --config={CONFIG}"]},
+    ):
+        assert c.scheduler_config_path(pod(container)) == NONE
 
 
-def test_a_trailing_flag_without_a_value_loads_nothing():
-    only = {"name": "kube-scheduler", "command": ["kube-scheduler", "--config"]}
-    assert c.scheduler_config_path(pod(only)) == NONE
-    args = {"name": "kube-scheduler", "command": ["kube-scheduler", "--config"], "args": [f"--config={CONFIG}"]}
-    assert c.scheduler_config_path(pod(args)) == {"path": CONFIG, "flag": "--config"}
+def test_a_flag_ending_command_takes_its_value_from_args():
+    split = {"name": "kube-scheduler", "command": ["kube-scheduler", "--config"], "args": [CONFIG]}
+    assert c.scheduler_config_path(pod(split)) == {"path": CONFIG, "flag": "--config"}
 
 
 @pytest.mark.parametrize("text", ["kind: Pod\nspec: null\n", "kind: Pod\nspec: [a]\n", "kind: Pod\n"])
