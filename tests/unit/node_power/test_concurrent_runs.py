@@ -232,3 +232,33 @@ def test_the_lock_refuses_a_directory_it_cannot_open(tmp_path):
         f"state file {state}: cannot lock its directory {state.parent}: [Errno 20] Not a directory: "
         f"'{state.parent}'; nothing was changed"
     )
+
+
+def test_at_boot_a_pool_whose_cpus_are_all_offline_fails_alone(make_node, boot_runner, tmp_path, capsys):
+    """The boot unit applies each pool on its own: a pool whose CPUs are all offline at boot (maxcpus=,
+    a CPU taken down) is refused and named, the unit exits 1 (systemctl --failed shows it), and the
+    other pools are still applied - a pool's offline CPUs never cost the node its other settings."""
+    node = make_node("offline_cpus")  # CPUs 6-7 offline
+    config = tmp_path / "cpu_power.json"
+    config.write_text(
+        json.dumps(
+            {
+                "sysfs_root": str(node.sys),
+                "state_file": str(node.state_file),
+                "tolerance_mhz": 100,
+                "reserved_cpus": [0],
+                "assignments": [
+                    {"pool": "down", "cpus": [6, 7], "max_mhz": 2000},
+                    {"pool": "up", "cpus": [2], "max_mhz": 2100},
+                ],
+            }
+        )
+    )
+    for name in [n for n in sys.modules if n == LIBRARY_PACKAGE or n.startswith(LIBRARY_PACKAGE + ".")]:
+        del sys.modules[name]
+    runner = load_module("poweraware_boot_runner", boot_runner / "cpu_power_apply.py")
+    assert runner.main(["cpu_power_apply.py", str(config)]) == 1
+    out, err = capsys.readouterr()
+    assert err.startswith("down: every CPU to manage is offline (cpus 6-7; online: 0-5)"), err
+    assert out == "up: CPUs 2 changed\n"
+    assert (node.sys / "devices/system/cpu/cpu2/cpufreq/scaling_max_freq").read_text().strip() == "2100000"
