@@ -3,12 +3,34 @@
 ansible-test must run from inside an ``ansible_collections/<ns>/<name>`` tree; the repository
 root is the collection, so we stage a clean copy of what git tracks (plus new, non-ignored
 files) instead of asking developers to clone into a special path.
+
+The collections galaxy.yml depends on are staged beside it from this Python's ``ansible`` package
+(the versions this venv tests against): a module that takes kubernetes.core's connection options
+documents them with kubernetes.core's own doc fragment, which ansible-test resolves only from the
+same collection root.
 """
 
+import importlib.util
 import pathlib
 import shutil
 import subprocess
 import sys
+
+# galaxy.yml's dependencies whose plugins our documentation or modules use
+DEPENDENCIES = ("kubernetes.core",)
+
+
+def stage_dependencies(root: pathlib.Path) -> None:
+    for name in DEPENDENCIES:
+        spec = importlib.util.find_spec(f"ansible_collections.{name}")
+        if spec is None or not spec.submodule_search_locations:
+            raise SystemExit(f"{name} is not installed in {sys.executable}'s ansible package: run `make venv`")
+        source = pathlib.Path(list(spec.submodule_search_locations)[0])
+        namespace, collection = name.split(".")
+        target = root / "ansible_collections" / namespace / collection
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "tests"))
 
 
 def main() -> int:
@@ -37,7 +59,8 @@ def main() -> int:
     # ansible-test wants a git work tree to list files; an empty repository is enough.
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
     subprocess.run(["git", "add", "-A"], cwd=dest, check=True)
-    print(f"staged {copied} files in {dest}")
+    stage_dependencies(pathlib.Path(sys.argv[1]).resolve())
+    print(f"staged {copied} files in {dest}, and {', '.join(DEPENDENCIES)} beside them")
     return 0
 
 
