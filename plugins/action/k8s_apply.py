@@ -17,22 +17,19 @@ from __future__ import annotations
 import os
 import time
 
+from ansible_collections.poweraware.k8s.plugins.plugin_utils._k8s_action import (
+    missing_kubernetes_core,
+    with_group_defaults,
+)
+
 try:
     from ansible_collections.kubernetes.core.plugins.action.k8s import ActionModule as _K8sAction
 except ImportError:  # kubernetes.core is not installed: say so when the action runs
     from ansible.plugins.action import ActionBase as _K8sAction
 
-    _MISSING = (
-        "poweraware.k8s.k8s_apply runs kubernetes.core.k8s, and the kubernetes.core collection is not installed: "
-        "install the ansible package (it includes it) or run `ansible-galaxy collection install kubernetes.core`."
-    )
+    _MISSING = missing_kubernetes_core("k8s_apply")
 else:
     _MISSING = ""
-
-try:  # ansible-core 2.19+ (what its own package and service actions use)
-    from ansible.executor.module_common import _apply_action_arg_defaults
-except ImportError:  # pragma: no cover - older cores
-    _apply_action_arg_defaults = None
 
 try:  # ansible-core 2.19+: template text is rendered only when marked as trusted
     from ansible.template import trust_as_template
@@ -70,8 +67,7 @@ class ActionModule(_K8sAction):
         try:
             # The play's module_defaults for group/kubernetes.core.k8s (the kubeconfig) apply here as
             # they do to kubernetes.core.k8s: user plays written for the roles keep working.
-            if _apply_action_arg_defaults is not None:
-                self._task.args = _apply_action_arg_defaults(_MODULE, self._task, dict(args), self._templar)
+            self._task.args = with_group_defaults(_MODULE, self._task, args, self._templar)
             return super().run(tmp, task_vars)
         finally:
             self._task.action, self._task.args = action, args
