@@ -216,20 +216,6 @@ def _scheduler_container(doc):
     return None
 
 
-def _flag(container, flag):
-    # The extender module's own reading (kubelet's one argv: a flag ending ``command`` takes its
-    # value from ``args``), so coexistence never sees another file than the module would edit.
-    # A command line the module refuses (items not strings, a shell, a flag without its value) loads
-    # no file here either: the module names the problem when it runs.
-    try:
-        if sm.argv_problems(container):
-            return None
-        found = sm.find_flag(container, flag)
-    except sm.ManifestError:
-        return None
-    return found[0] if found else None
-
-
 def scheduler_config_path(manifest_text):
     """The file kube-scheduler's manifest loads: ``{"path": ..., "flag": "--config"|...}``.
 
@@ -240,10 +226,19 @@ def scheduler_config_path(manifest_text):
     container = _scheduler_container(doc) if isinstance(doc, dict) else None
     if container is None:
         return {"path": "", "flag": ""}
-    for flag in ("--config", "--policy-config-file"):
-        value = _flag(container, flag)
-        if value:
-            return {"path": value, "flag": flag}
+    # The extender module's own reading (kubelet's one argv: a flag ending ``command`` takes its
+    # value from ``args``), so coexistence never sees another file than the module would edit. A
+    # command line the module refuses (items not strings, a shell, a flag without its value) loads no
+    # file here either: the module names the problem when it runs.
+    try:
+        if sm.argv_problems(container):
+            return {"path": "", "flag": ""}
+        for flag in ("--config", "--policy-config-file"):
+            found = sm.find_flag(container, flag)
+            if found and found[0]:
+                return {"path": found[0], "flag": flag}
+    except sm.ManifestError:
+        pass
     return {"path": "", "flag": ""}
 
 

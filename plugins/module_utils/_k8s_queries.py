@@ -13,7 +13,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-# key -> (type name, Python types)
+# a query's keys, kubernetes.core.k8s_info's names: text values, then lists of selectors
 TEXT = ("kind", "api_version", "name", "namespace")
 LISTS = ("label_selectors", "field_selectors")
 KEYS = TEXT + LISTS

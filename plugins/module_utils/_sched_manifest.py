@@ -100,9 +100,9 @@ def _flag_lists(container):
     return out
 
 
-def _argv(container):
-    """kubelet's one argv: ``(list_key, index, item)`` for ``command`` then ``args``."""
-    return [(key, index, item) for key, items in _flag_lists(container) for index, item in enumerate(items)]
+def _argv(lists):
+    """kubelet's one argv from ``_flag_lists``: ``(list_key, index, item)`` for ``command`` then ``args``."""
+    return [(key, index, item) for key, items in lists for index, item in enumerate(items)]
 
 
 def find_flag(container, flag):
@@ -110,7 +110,7 @@ def find_flag(container, flag):
 
     kubelet runs ``command`` then ``args`` as one argv, so a flag ending ``command`` takes its value
     from the first item of ``args``."""
-    argv = _argv(container)
+    argv = _argv(_flag_lists(container))
     for position, (key, _index, item) in enumerate(argv):
         if item == flag and position + 1 < len(argv):
             return argv[position + 1][2], key, item
@@ -130,8 +130,9 @@ def argv_problems(container):
     """Errors for a command line the module cannot read or extend safely (kubelet runs ``command``
     followed by ``args`` as one argv, with no shell unless the manifest names one)."""
     errors = []
-    argv = _argv(container)
-    command = dict(_flag_lists(container))["command"]
+    lists = _flag_lists(container)
+    argv = _argv(lists)
+    command = dict(lists)["command"]
     if command and posixpath.basename(command[0]) in SHELLS and "-c" in command[1:3]:
         errors.append(
             f"the kube-scheduler container runs a shell ({' '.join(command[:2])} ...): its flags are words of a "
