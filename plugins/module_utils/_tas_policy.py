@@ -38,6 +38,8 @@ __all__ = [
     "NODE_LABELING_STRATEGIES",
     "adapter_metric_name",
     "node_labeling_strategies",
+    "node_permissions",
+    "node_rbac_name",
     "normalize_policy",
     "policy_node_labels",
     "policy_objects",
@@ -344,6 +346,36 @@ def node_labeling_strategies(policy):
     if not isinstance(strategies, dict):
         return []
     return [name for name in NODE_LABELING_STRATEGIES if name in strategies]
+
+
+def node_rbac_name(policy):
+    """The name of the ClusterRole and ClusterRoleBinding that let TAS patch nodes for ``policy``."""
+    return f"poweraware:tas-policy:{policy['metadata']['namespace']}:{policy['metadata']['name']}"
+
+
+def node_permissions(policies, state="present"):
+    """Which policies TAS may label nodes for, and what to delete for the others.
+
+    ``grant``: ``{name, strategies}`` per policy with a node-labelling strategy (``state`` present);
+    ``withdraw``: the ClusterRoleBinding and then the ClusterRole (as ``{apiVersion, kind,
+    metadata.name}``) of every other policy, or of every policy when ``state`` is absent, so that
+    one apply and one delete cover all policies.
+    """
+    grant, withdraw = [], []
+    for policy in policies:
+        strategies = node_labeling_strategies(policy) if state == "present" else []
+        if strategies:
+            grant.append({"name": node_rbac_name(policy), "strategies": strategies})
+            continue
+        for kind in ("ClusterRoleBinding", "ClusterRole"):
+            withdraw.append(
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": kind,
+                    "metadata": {"name": node_rbac_name(policy)},
+                }
+            )
+    return {"grant": grant, "withdraw": withdraw}
 
 
 # --- several policies per run (tas_policy_policies) ---------------------------------------------

@@ -43,6 +43,14 @@ options:
     type: list
     elements: dict
     default: []
+  kubelet_config:
+    description:
+      - The kubelet's configuration file (KubeletConfiguration YAML) to read as well, in the same module run;
+        its text is returned in RV(kubelet_config) for the controller to parse (the host needs no YAML
+        library). The C(cpu_power) role takes C(reservedSystemCPUs) from it.
+      - A missing file is reported (RV(kubelet_config.exists) V(false)), not an error; one that cannot be
+        read is an error.
+    type: path
 notes:
   - C(energy_uj) is readable by root only since Linux 5.10 (CVE-2020-8694);
     the C(energy_readable) flag of each zone in RV(cpu_power.rapl) tells whether this run could read it.
@@ -225,6 +233,22 @@ cpu_power:
       type: list
       elements: str
       sample: ["CPUs 6-7 are offline and are skipped by cpu_power_profile"]
+kubelet_config:
+  description: The kubelet configuration file asked for with O(kubelet_config), as read.
+  returned: when O(kubelet_config) is given
+  type: dict
+  contains:
+    path:
+      description: The path read.
+      type: str
+    exists:
+      description: Whether the file exists.
+      type: bool
+    content:
+      description: Its text (null when it does not exist).
+      type: str
+  sample:
+    {path: /var/lib/kubelet/config.yaml, exists: true, content: "kind: KubeletConfiguration\nreservedSystemCPUs: 0-1\n"}
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
@@ -241,6 +265,7 @@ def main():
         argument_spec=dict(
             sysfs_root=dict(type="path", default="/sys"),
             hwmon_labels=dict(type="list", elements="dict", default=[]),
+            kubelet_config=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -251,7 +276,22 @@ def main():
         info = gather_info(SysfsAccessor(module.params["sysfs_root"]), rules)
     except (PowerError, OSError, ValueError) as exc:
         module.fail_json(msg=f"cannot read CPU power information under {module.params['sysfs_root']}: {exc}")
-    module.exit_json(changed=False, cpu_power=info, ansible_facts={"poweraware_cpu_power": info})
+    result = dict(changed=False, cpu_power=info, ansible_facts={"poweraware_cpu_power": info})
+    path = module.params["kubelet_config"]
+    if path:
+        try:
+            with open(path, "rb") as handle:
+                content = handle.read().decode("utf-8")
+        except FileNotFoundError:
+            content = None
+        except (OSError, UnicodeDecodeError) as exc:
+            module.fail_json(
+                msg=f"kubelet_config={path}: cannot be read ({getattr(exc, 'strerror', None) or exc}); fix: run the "
+                "task with become, point cpu_power_kubelet_config at the kubelet's configuration file, or give "
+                "cpu_power_kubelet_reserved_cpus"
+            )
+        result["kubelet_config"] = {"path": path, "exists": content is not None, "content": content}
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

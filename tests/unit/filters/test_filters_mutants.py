@@ -31,6 +31,7 @@ import ansible_collections.poweraware.k8s.plugins.filter.prometheus_service_url 
 import ansible_collections.poweraware.k8s.plugins.filter.tas_policy_errors as f_tas_errors
 import ansible_collections.poweraware.k8s.plugins.filter.tas_policy_node_labeling as f_tas_labeling
 import ansible_collections.poweraware.k8s.plugins.filter.tas_policy_node_labels as f_tas_labels
+import ansible_collections.poweraware.k8s.plugins.filter.tas_policy_node_permissions as f_tas_permissions
 import ansible_collections.poweraware.k8s.plugins.filter.tas_policy_normalized as f_tas_norm
 import ansible_collections.poweraware.k8s.plugins.filter.tas_policy_objects as f_tas_objects
 import pytest
@@ -108,6 +109,7 @@ def raises(call, message):
         (f_tas_errors, {"tas_policy_errors": "tas_policy_errors"}),
         (f_tas_labeling, {"tas_policy_node_labeling": "tas_policy_node_labeling"}),
         (f_tas_labels, {"tas_policy_node_labels": "tas_policy_node_labels"}),
+        (f_tas_permissions, {"tas_policy_node_permissions": "tas_policy_node_permissions"}),
         (f_tas_norm, {"tas_policy_normalized": "tas_policy_normalized"}),
         (f_tas_objects, {"tas_policy_objects": "tas_policy_objects"}),
     ],

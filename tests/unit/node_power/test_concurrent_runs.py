@@ -105,7 +105,7 @@ def test_two_concurrent_applies_lose_no_original(make_node):
 def boot_runner(tmp_path):
     """The boot unit's runner installed as the role installs it: the script and its library file."""
     tasks = yaml.safe_load((REPO_ROOT / "roles/cpu_power/tasks/present.yml").read_text())
-    (task,) = [t for t in tasks if t.get("name", "").startswith("Install the boot-time runner's library")]
+    (task,) = [t for t in tasks if t.get("name", "").startswith("Install the boot unit, its runner")]
     names = task["vars"]["_cpu_power_library_modules"]
     directory = tmp_path / "usr/local/lib/poweraware"
     directory.mkdir(parents=True)

@@ -213,3 +213,24 @@ def test_profile_module_against_plain_tree(make_node, capsys):
     assert run(cpu_power_profile, args, capsys)["changed"] is True
     assert node.policy("policy6", "scaling_max_freq") == "2000000"
     assert run(cpu_power_profile, args, capsys)["changed"] is False
+
+
+def test_info_module_reads_the_kubelet_configuration_in_the_same_run(make_node, tmp_path, capsys):
+    node = make_node("hybrid")
+    config = tmp_path / "config.yaml"
+    config.write_text("kind: KubeletConfiguration\nreservedSystemCPUs: 0-1\n")
+    out = run(cpu_power_info, {"sysfs_root": str(node.sys), "kubelet_config": str(config)}, capsys)
+    assert out["kubelet_config"] == {
+        "path": str(config),
+        "exists": True,
+        "content": "kind: KubeletConfiguration\nreservedSystemCPUs: 0-1\n",
+    }
+    missing = run(cpu_power_info, {"sysfs_root": str(node.sys), "kubelet_config": str(tmp_path / "none")}, capsys)
+    assert missing["kubelet_config"] == {"path": str(tmp_path / "none"), "exists": False, "content": None}
+    assert "kubelet_config" not in run(cpu_power_info, {"sysfs_root": str(node.sys)}, capsys)
+    # a file that cannot be read is an error, not a missing configuration
+    config.write_bytes(b"\xff\xfe")
+    bad = run(cpu_power_info, {"sysfs_root": str(node.sys), "kubelet_config": str(config)}, capsys)
+    assert bad["failed"] is True
+    assert bad["msg"].startswith(f"kubelet_config={config}: cannot be read (")
+    assert "give cpu_power_kubelet_reserved_cpus" in bad["msg"]

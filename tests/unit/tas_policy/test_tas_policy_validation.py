@@ -8,12 +8,15 @@ API server's schema accepts too, so "validated before apply" is never weaker tha
 
 import copy
 import pathlib
+import re
 
 import jsonschema
 import pytest
 import yaml
+from ansible.errors import AnsibleFilterError
 from ansible_collections.poweraware.k8s.plugins.filter.tas_policy_errors import FilterModule
 from ansible_collections.poweraware.k8s.plugins.filter.tas_policy_node_labeling import FilterModule as LabelingModule
+from ansible_collections.poweraware.k8s.plugins.filter.tas_policy_node_permissions import tas_policy_node_permissions
 from ansible_collections.poweraware.k8s.plugins.filter.tas_policy_normalized import FilterModule as NormalizeModule
 from ansible_collections.poweraware.k8s.plugins.module_utils._tas_policy import (
     INT64_MAX,
@@ -588,3 +591,49 @@ def test_node_labeling_strategies_of_a_malformed_policy_is_empty(policy):
 
 def test_the_power_policy_labels_no_nodes():
     assert node_labeling_strategies(POWER_POLICY) == []
+
+
+def _named_policy(name, namespace, strategies):
+    return {"metadata": {"name": name, "namespace": namespace}, "spec": {"strategies": strategies}}
+
+
+def _withdrawn(name):
+    return [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": {"name": name}}
+        for kind in ("ClusterRoleBinding", "ClusterRole")
+    ]
+
+
+def test_node_permissions_grant_to_labelling_policies_and_withdraw_from_the_others():
+    policies = [
+        _named_policy("power", "default", {"scheduleonmetric": {}}),
+        _named_policy("hot", "power-demo", {"labeling": {}, "deschedule": {}}),
+        _named_policy("cold", "default", {"dontschedule": {}}),
+    ]
+    assert tas_policy_node_permissions(policies) == {
+        "grant": [{"name": "poweraware:tas-policy:power-demo:hot", "strategies": ["deschedule", "labeling"]}],
+        "withdraw": _withdrawn("poweraware:tas-policy:default:power")
+        + _withdrawn("poweraware:tas-policy:default:cold"),
+    }
+    # absent: every policy's permission goes, the binding before the role it binds
+    assert tas_policy_node_permissions(policies, "absent") == {
+        "grant": [],
+        "withdraw": [
+            item
+            for p in ("default:power", "power-demo:hot", "default:cold")
+            for item in _withdrawn(f"poweraware:tas-policy:{p}")
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    ("policies", "state", "message"),
+    [
+        ({"metadata": {}}, "present", "the input must be the list of TASPolicy objects"),
+        ([{"metadata": {"name": "x"}}], "present", "the input must be the list of TASPolicy objects"),
+        ([], "gone", "state='gone': must be present or absent"),
+    ],
+)
+def test_node_permissions_refuses_what_is_not_its_input(policies, state, message):
+    with pytest.raises(AnsibleFilterError, match=re.escape(message)):
+        tas_policy_node_permissions(policies, state)
