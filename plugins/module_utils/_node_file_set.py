@@ -28,6 +28,7 @@ __all__ = ["DIFF_MAX_BYTES", "Ops", "apply_file_set", "check_file_set", "parse_m
 DIFF_MAX_BYTES = 104448
 
 _MODE_TEXT = re.compile(r"^(?:0o|0)?([0-7]{3,4})$")
+_SLASHES = re.compile(r"/{2,}")
 
 
 def parse_mode(value):
@@ -51,9 +52,9 @@ def _path_problem(where, path):
         return f"{where}={path!r}: a path is required; fix: give the absolute path"
     if not path.startswith("/"):
         return f"{where}={path!r}: not an absolute path; fix: give the path from / (for example /etc/{path})"
-    if os.path.normpath(path) != path or path.startswith("//"):
+    if os.path.normpath(path) != path:
         return (
-            f"{where}={path!r}: not a normalised path ('..', '.', '//' or a trailing /); fix: write it as "
+            f"{where}={path!r}: not a normalised path ('..', '.' or a file's trailing /); fix: write it as "
             f"{os.path.normpath(path)!r}"
         )
     return None
@@ -99,8 +100,12 @@ def check_file_set(directories, files, absent, user_id, group_id):
                 )
                 continue
             path = item.get("path")
-            if field != "files" and isinstance(path, str) and len(path) > 1:
-                path = path.rstrip("/") or "/"  # a directory written with its trailing slash is the directory
+            if isinstance(path, str) and path.startswith("/"):
+                # Repeated slashes are one (POSIX), which is what a role variable with a trailing slash
+                # joined to a file name gives; a directory written with its trailing slash is the directory.
+                path = _SLASHES.sub("/", path)
+                if field != "files" and len(path) > 1:
+                    path = path.rstrip("/")
             problem = _path_problem(f"{where}.path" if field != "absent" else where, path)
             if problem:
                 problems.append(problem)

@@ -34,7 +34,8 @@ options:
     default: []
     suboptions:
       path:
-        description: Absolute, normalised path.
+        description:
+          - Absolute path without C(.) or C(..); repeated slashes count as one and a trailing slash is dropped.
         type: str
         required: true
       mode:
@@ -58,7 +59,7 @@ options:
     default: []
     suboptions:
       path:
-        description: Absolute, normalised path.
+        description: Absolute path without C(.) or C(..) or a trailing slash; repeated slashes count as one.
         type: str
         required: true
       content:
@@ -123,7 +124,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 changed_paths:
-  description: The paths this run changed (would change, in check mode), in the order given.
+  description:
+    - The paths this run changed (would change, in check mode), in the order given, repeated slashes
+      written as one.
   returned: always
   type: list
   elements: str

@@ -167,7 +167,7 @@ def test_every_problem_at_once_and_nothing_changed(tmp_path, capsys):
     assert problems == [
         "directories[0].path='etc/poweraware': not an absolute path; fix: give the path from / (for example "
         "/etc/etc/poweraware)",
-        f"directories[1].path='{tmp_path}/a/../b': not a normalised path ('..', '.', '//' or a trailing /); fix: "
+        f"directories[1].path='{tmp_path}/a/../b': not a normalised path ('..', '.' or a file's trailing /); fix: "
         f"write it as '{tmp_path}/b'",
         "directories[2].mode='u=rwx': not a numeric mode; fix: quote it as octal text, for example mode: \"0755\"",
         "directories[3].owner='no-such-user-here': no such user on this host; fix: create the user first, or name "
@@ -285,3 +285,25 @@ def test_large_or_binary_text_is_not_shown_in_the_diff(tmp_path, capsys):
 )
 def test_parse_mode(value, expected):
     assert fs.parse_mode(value) == expected
+
+
+def test_repeated_slashes_are_one_slash(tmp_path, capsys):
+    """A role's directory variable with a trailing slash, joined to a file name, names the same file."""
+    (tmp_path / "d").mkdir()
+    os.chmod(tmp_path / "d", 0o755)  # noqa: S103 - the mode the request asks for
+    (tmp_path / "d" / "f").write_text("x")
+    os.chmod(tmp_path / "d" / "f", 0o644)
+    out = run(
+        {
+            "directories": [{"path": f"{tmp_path}//d/", "mode": "0755"}],
+            "files": [{"path": f"{tmp_path}/d//f", "content": "x", "mode": "0644"}],
+            "absent": [f"{tmp_path}/d//gone/"],
+        },
+        capsys,
+    )
+    assert (out["changed"], out.get("failed")) == (False, None), out
+    trailing = run({"files": [{"path": f"{tmp_path}/d/f/", "content": "x", "mode": "0644"}]}, capsys)
+    assert trailing["problems"] == [
+        f"files[0].path='{tmp_path}/d/f/': not a normalised path ('..', '.' or a file's trailing /); fix: write it "
+        f"as '{tmp_path}/d/f'"
+    ]

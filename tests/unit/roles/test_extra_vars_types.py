@@ -81,6 +81,7 @@ STUBS: dict[str, dict] = {
         "_common_api_server": {"egress": [], "ingress_from": [{"ipBlock": {"cidr": "10.0.0.1/32"}}], "errors": []},
     },
     "prometheus_adapter": {"_prometheus_adapter_checksum": "c0ffee", "_prometheus_adapter_ca_b64": "Q0E="},
+    "appqos_certs": {"_appqos_certs_conf_file": {"path": "/etc/certs/public/appqos.conf", "content": "{}\n"}},
     "tas": {"_tas_cp_label": "node-role.kubernetes.io/control-plane", "_tas_tls_checksum": "c0ffee"},
     "scheduler_extender": {
         "_scheduler_extender_result": {
