@@ -171,8 +171,12 @@ class Ops:
         except FileNotFoundError:
             return None
 
-    def lexists(self, path):
-        return os.path.lexists(path)
+    def lstat(self, path):
+        """``os.lstat`` (a symbolic link itself) or None when nothing is there."""
+        try:
+            return os.lstat(path)
+        except FileNotFoundError:
+            return None
 
     def read(self, path):
         with open(path, "rb") as handle:
@@ -208,6 +212,8 @@ def _kind(st):
         return "directory"
     if stat.S_ISREG(st.st_mode):
         return "file"
+    if stat.S_ISLNK(st.st_mode):
+        return "symbolic link"
     return "special file"
 
 
@@ -234,7 +240,7 @@ def _describe(kind, mode=None, uid=None, gid=None):
     return ", ".join(parts) + "\n"
 
 
-def _shown(data, path):
+def _shown(data):
     if len(data) > DIFF_MAX_BYTES:
         return f"({len(data)} bytes, larger than {DIFF_MAX_BYTES}: not shown)\n"
     try:
@@ -247,7 +253,8 @@ def plan_file_set(entries, ops):
     """What each entry needs on this node: ``(steps, problems)``.
 
     A step is the entry plus ``actions`` (``create``, ``content``, ``mode``, ``owner``, ``group``,
-    ``remove``), ``before`` (what is there now, for the undo) and ``diff``. Entries that need nothing
+    ``remove``), ``before`` (what is there now, for the undo), ``found`` (for a removal: what the
+    path is, which says how to remove it) and ``diff``. Entries that need nothing
     are left out. ``problems``: paths of the wrong kind (a file where a directory is asked for, a
     directory or a special file where a file is asked for).
     """
@@ -255,10 +262,11 @@ def plan_file_set(entries, ops):
     for entry in entries:
         path, kind = entry["path"], entry["kind"]
         if kind == "absent":
-            if ops.lexists(path):
-                st = ops.stat(path)
-                what = "symbolic link" if st is None or os.path.islink(path) else _kind(st)
-                steps.append(dict(entry, actions=["remove"], diff={"before": what + "\n", "after": "absent\n"}))
+            # the path itself: a link is removed as a link, whatever it points to
+            found = _kind(ops.lstat(path))
+            if found != "absent":
+                diff = {"before": found + "\n", "after": "absent\n"}
+                steps.append(dict(entry, actions=["remove"], found=found, diff=diff))
             continue
         st = ops.stat(path)
         found = _kind(st)
@@ -275,7 +283,7 @@ def plan_file_set(entries, ops):
                 parent = os.path.dirname(parent)
             step = dict(entry, actions=["create"], missing_parents=list(reversed(missing)))
             if kind == "file":
-                step["diff"] = {"before": "", "after": _shown(entry["content"], path)}
+                step["diff"] = {"before": "", "after": _shown(entry["content"])}
             else:
                 step["diff"] = {"before": "absent\n", "after": after}
             steps.append(step)
@@ -288,7 +296,7 @@ def plan_file_set(entries, ops):
             before["content"] = old
             if old != entry["content"]:
                 actions.insert(0, "content")
-                diff = {"before": _shown(old, path), "after": _shown(entry["content"], path)}
+                diff = {"before": _shown(old), "after": _shown(entry["content"])}
         if actions:
             steps.append(dict(entry, actions=actions, before=before, diff=diff))
     return steps, problems
@@ -307,7 +315,7 @@ def apply_file_set(steps, ops):
         for step in ordered:
             current, path = step["path"], step["path"]
             if step["kind"] == "absent":
-                if os.path.isdir(path) and not os.path.islink(path):
+                if step["found"] == "directory":
                     ops.rmtree(path)
                 else:
                     ops.unlink(path)

@@ -307,3 +307,15 @@ def test_repeated_slashes_are_one_slash(tmp_path, capsys):
         f"files[0].path='{tmp_path}/d/f/': not a normalised path ('..', '.' or a file's trailing /); fix: write it "
         f"as '{tmp_path}/d/f'"
     ]
+
+
+def test_a_link_to_remove_goes_as_a_link(tmp_path, capsys):
+    (tmp_path / "target").mkdir()
+    (tmp_path / "target" / "kept").write_text("x")
+    (tmp_path / "link").symlink_to("target")
+    (tmp_path / "dangling").symlink_to("nowhere")
+    out = run({"absent": [str(tmp_path / "link"), str(tmp_path / "dangling")]}, capsys, diff=True)
+    assert out["actions"] == {str(tmp_path / "link"): ["remove"], str(tmp_path / "dangling"): ["remove"]}
+    assert [d["before"] for d in out["diff"]] == ["symbolic link\n", "symbolic link\n"]
+    assert not os.path.lexists(tmp_path / "link") and not os.path.lexists(tmp_path / "dangling")
+    assert (tmp_path / "target" / "kept").read_text() == "x"
