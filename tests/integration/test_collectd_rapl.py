@@ -170,6 +170,19 @@ def _free_port() -> int:
 _SAMPLE = re.compile(r"^collectd_rapl_power\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)(?:\s+(?P<ts>\d+))?$", re.MULTILINE)
 
 
+# The TAS power demo's names (collectd_seed_series_names): no labels of ours, collectd's instance only.
+_SEED_SAMPLE = re.compile(
+    r"^(?P<name>collectd_package_\d+_(?:TDP_)?power_power)\{[^}]*\}\s+(?P<value>\S+)", re.MULTILINE
+)
+
+
+def scrape_seed(port: int) -> dict[str, float]:
+    """{name: value} of the power demo's series collectd exports now."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
+        text = resp.read().decode()
+    return {m["name"]: float(m["value"]) for m in _SEED_SAMPLE.finditer(text)}
+
+
 def scrape(port: int) -> dict[tuple[str, str], tuple[float, int | None]]:
     """{(zone, type): (value, timestamp_ms)} for collectd_rapl_power, or {} when not up yet."""
     try:
@@ -202,6 +215,7 @@ def render_config(
     labels = defaults["collectd_hwmon_labels"] if hwmon_labels is None else hwmon_labels
     return template.render(
         collectd_cpu_utilisation=defaults["collectd_cpu_utilisation"],  # the cpu plugin loads too
+        collectd_seed_series_names=defaults["collectd_seed_series_names"],  # the demo's names too
         collectd_interval=INTERVAL,
         collectd_port=port,
         collectd_listen_address="127.0.0.1",
@@ -364,6 +378,21 @@ def test_rapl_plugin_in_real_collectd(collectd_run):
     assert "the energy reader (uid 0 without capabilities) reads only the energy_uj files root owns" in lines[0]
     assert "energy_uj through the energy reader at" in log
     assert "package zones under" in log and "package-0, package-1, package-2" in log
+
+    # 4. The power demo's names beside ours, from the same read: power and TDP of each package the
+    #    read measured, TDP alone for the package whose counter is unreadable.
+    seed = scrape_seed(port)
+    assert sorted(seed) == [
+        "collectd_package_0_TDP_power_power",
+        "collectd_package_0_power_power",
+        "collectd_package_1_TDP_power_power",
+        "collectd_package_1_power_power",
+        "collectd_package_2_TDP_power_power",
+    ], seed
+    assert (seed["collectd_package_0_TDP_power_power"], seed["collectd_package_1_TDP_power_power"]) == (200.0, 150.0)
+    assert seed["collectd_package_2_TDP_power_power"] == 100.0
+    assert seed["collectd_package_0_power_power"] == pytest.approx(80.0, rel=0.10), seed
+    assert seed["collectd_package_1_power_power"] == pytest.approx(50.0, rel=0.10), seed
 
 
 def test_hwmon_sensors_in_real_collectd_on_a_node_without_rapl():

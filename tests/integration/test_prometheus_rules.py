@@ -8,6 +8,7 @@ tests in tests/integration/promtool/ cover nodes with one, two and four packages
 from __future__ import annotations
 
 import pathlib
+import re
 import shutil
 import subprocess
 
@@ -25,6 +26,9 @@ TESTS = {
     4: PROMTOOL_DIR / "power_rules_4_sockets_test.yml",
 }
 PROMTOOL = shutil.which("promtool")
+# The TAS power demo's own rules, verbatim, and their promtool test on the demo's series names
+DEMO_RULES = PROMTOOL_DIR / "tas_power_demo_rules.yml"
+DEMO_TEST = PROMTOOL_DIR / "tas_power_demo_rules_test.yml"
 
 pytestmark = [
     pytest.mark.standalone,
@@ -62,6 +66,27 @@ def test_promtool_rule_tests(sockets):
     proc = promtool("test", "rules", str(test_file))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SUCCESS" in proc.stdout
+
+
+def _expected(test_file: pathlib.Path, expr: str) -> dict[str, float]:
+    """node -> the value a promtool test file expects of ``expr`` at its first such check."""
+    test = yaml.safe_load(test_file.read_text())["tests"][0]
+    check = next(c for c in test["promql_expr_test"] if c["expr"] == expr)
+    node_label = re.compile(r'node="([^"]+)"')
+    return {node_label.search(sample["labels"]).group(1): sample["value"] for sample in check["exp_samples"]}
+
+
+def test_the_power_demos_own_rules_give_ours_on_the_series_we_export():
+    """The demo's recording rules as the demo ships them, on the demo's names collectd exports beside
+    ours (collectd_seed_series_names), for the two-socket nodes of our own test: the same percent of
+    TDP per node, the same per-pod value, as our rules give."""
+    assert yaml.safe_load(DEMO_TEST.read_text())["rule_files"] == [DEMO_RULES.name]
+    proc = promtool("test", "rules", str(DEMO_TEST))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SUCCESS" in proc.stdout
+    ours = _expected(TESTS[2], "node_package_power_avg")
+    assert _expected(DEMO_TEST, "node_package_power_avg") == ours == {"n1": 62.5, "n2": 40}
+    assert _expected(DEMO_TEST, "node_package_power_per_pod") == {"n1": 62.5, "n2": 40}
 
 
 @pytest.mark.parametrize("sockets", [1, 4])
@@ -204,6 +229,13 @@ def test_collectd_to_prometheus_to_adapter_queries(collectd_run, fake_kube_state
         assert sorted(r["metric"]["pod"] for r in watts_per_pod) == ["a", "b"]
         for r in watts_per_pod:
             assert float(r["value"][1]) == pytest.approx((80 + 50) / 2, rel=0.05)
+        # the demo's own rule, as the demo ships it, on the demo's names this collectd exports too:
+        # the same percent of TDP (the third package, unreadable, is in neither)
+        demo_rule = yaml.safe_load(DEMO_RULES.read_text())["groups"][0]["rules"][0]
+        assert demo_rule["record"] == "node_package_power_avg"
+        demo = _prom_query(prom_port, "/api/v1/query", query=demo_rule["expr"])["result"]
+        assert [r["metric"]["node"] for r in demo] == ["lab-node"], demo
+        assert float(demo[0]["value"][1]) == pytest.approx(float(avg[0]["value"][1]), rel=0.05)
 
         # The adapter's series queries against this Prometheus, and the names it would serve.
         adapter = render_config()

@@ -294,6 +294,67 @@ def test_node_power_flows_from_rapl_to_the_custom_metrics_api(lab, converged):
     print("PROOF node power through collectd, Prometheus and the adapter:\n  " + "\n  ".join(rows))
 
 
+def _stack_prometheus(lab, query: str) -> list[dict]:
+    """An instant query on the stack's own Prometheus (its pod, from inside the lab's network)."""
+    import urllib.parse
+
+    pod = _core(lab).list_namespaced_pod(NS, label_selector="app.kubernetes.io/name=prometheus").items[0]
+    status, body = lab.lab_http_get(
+        f"http://{pod.status.pod_ip}:9090/api/v1/query?" + urllib.parse.urlencode({"query": query})
+    )
+    assert status == 200, body[:500]
+    return json.loads(body)["data"]["result"]
+
+
+DEMO_RULES = pathlib.Path(__file__).resolve().parent / "promtool" / "tas_power_demo_rules.yml"
+
+
+def test_the_power_demos_series_beside_ours_in_the_stacks_prometheus(lab, converged):
+    """collectd exports the TAS power demo's names beside ours (collectd_seed_series_names, on by
+    default): in the stack's Prometheus every node has collectd_package_<N>_power_power and
+    collectd_package_<N>_TDP_power_power for each of its packages, equal to our collectd_rapl_power of
+    the same scrape. The demo's own rule (verbatim) reads packages 0 and 1 only: it gives our value
+    on a node with two packages and nothing on any other (the lab's nodes have one by default;
+    tests/integration/promtool and test_prometheus_rules check two-package nodes), while ours gives
+    every node."""
+    every = sorted([lab.control_plane_node, *lab.worker_nodes])
+    seed_names = '{__name__=~"collectd_package_[0-9]+_(TDP_)?power_power"}'
+
+    def both():
+        ours = {
+            (r["metric"]["node"], r["metric"]["rapl"], r["metric"]["type"]): float(r["value"][1])
+            for r in _stack_prometheus(lab, "collectd_rapl_power")
+        }
+        seed = {
+            (r["metric"]["node"], r["metric"]["__name__"]): float(r["value"][1])
+            for r in _stack_prometheus(lab, seed_names)
+        }
+        return ours, seed
+
+    def matched():
+        ours, seed = both()
+        expected = {}
+        for (node, zone, kind), watts in ours.items():
+            package = zone.removeprefix("package-")
+            name = f"collectd_package_{package}_{'TDP_' if kind == 'tdp' else ''}power_power"
+            expected[(node, name)] = watts
+        return sorted({node for node, _name in seed}) == every and seed == expected
+
+    wait_until(matched, 120, "the demo's series for every node, equal to ours from the same scrape")
+    _ours, seed = both()
+    packages = {node: sorted({int(name.split("_")[2]) for n, name in seed if n == node}) for node in every}
+    assert all(found == list(range(len(found))) and found for found in packages.values()), packages
+    # the demo's rule as the demo ships it: a value only where a node has exactly two packages, ours
+    demo_rule = yaml.safe_load(DEMO_RULES.read_text())["groups"][0]["rules"][0]
+    demo = {r["metric"]["node"]: float(r["value"][1]) for r in _stack_prometheus(lab, demo_rule["expr"])}
+    ours_avg = {r["metric"]["node"]: float(r["value"][1]) for r in _stack_prometheus(lab, "node_package_power_avg")}
+    assert sorted(ours_avg) == every, ours_avg
+    assert sorted(demo) == [node for node in every if len(packages[node]) == 2], (demo, packages)
+    for node, value in demo.items():
+        assert value == pytest.approx(ours_avg[node], rel=0.05), (node, value, ours_avg[node])
+    print(f"PROOF the power demo's series beside ours: {json.dumps({f'{n} {m}': v for (n, m), v in seed.items()})}")
+
+
 # --- existing mode ------------------------------------------------------------------------------
 MINIMAL_CRD = """
 apiVersion: apiextensions.k8s.io/v1

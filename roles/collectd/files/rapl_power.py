@@ -8,6 +8,12 @@ for every package zone, two gauges of collectd type ``power`` (watts):
 
 write_prometheus exports them as ``collectd_rapl_power{rapl="<zone>",type="package"|"tdp"}``.
 
+With ``SeedSeriesNames true`` it also dispatches, per package, the series the TAS power demo's
+plugin (barometer's pkgpower.py) dispatched and the demo's recording rules are written on: plugin
+``package_<N>_power`` and ``package_<N>_TDP_power``, type ``power``, no instances, which
+write_prometheus exports as ``collectd_package_<N>_power_power`` and
+``collectd_package_<N>_TDP_power_power`` (``seed_series``).
+
 Where RAPL powercap has no package zone (many AMD and ARM servers) the package power comes from
 hwmon instead, under the same zone names (``package-N``): the ``amd_energy`` socket counters
 (``Esocket<N>``), or a platform driver's ``energy1_input`` / ``power1_input`` labelled as the CPU
@@ -45,6 +51,7 @@ collectd configuration::
         SysfsRoot "/sys/class/powercap"   # optional, for tests
         HwmonRoot "/sys/class/hwmon"      # optional; default: class/hwmon beside a .../class/powercap root
         EnergySocket "/run/poweraware-energy/energy.sock"  # optional: energy_uj through energy_reader.py
+        SeedSeriesNames true              # optional (default false): the power demo's series too
         HwmonLabel "package" "CPU Power Socket (?P<package>\\d+)"  # optional, repeatable: label rules
                                           # tried before _power_zones.DEFAULT_HWMON_LABELS
       </Module>
@@ -64,6 +71,7 @@ from _power_zones import (
     discover_rapl_zones,
     energy_delta_uj,
     hwmon_label_rules,
+    parse_rapl_zone_name,
     read_text,
 )
 
@@ -245,13 +253,57 @@ class RaplReader:
         return samples
 
 
+def seed_series(samples):
+    """The TAS power demo's series for one read's ``samples``: ``[(plugin, watts)]``, package by
+    package, ``package_<N>_power`` then ``package_<N>_TDP_power`` (collectd type ``power``).
+
+    A package of several dies reports their sum (each die zone draws and is limited on its own);
+    a package whose zones did not all give power this read (the first, baseline read; an unreadable
+    counter) has no power series this time, and one whose zones do not all show a TDP has no TDP
+    series: a part is never passed off as the whole package.
+    """
+    packages = {}
+    for sample in samples:
+        parsed = parse_rapl_zone_name(sample.zone)
+        if parsed is not None:
+            packages.setdefault(parsed[0], []).append(sample)
+    series = []
+    for package in sorted(packages):
+        parts = packages[package]
+        if all(part.power_w is not None for part in parts):
+            series.append(("package_%d_power" % package, sum(part.power_w for part in parts)))
+        if all(part.tdp_w is not None for part in parts):
+            series.append(("package_%d_TDP_power" % package, sum(part.tdp_w for part in parts)))
+    return series
+
+
+def config_bool(value):
+    """A collectd boolean option's value: ``true``/``false`` unquoted arrive as bool; quoted, as text."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "yes", "on", "1"):
+        return True
+    if text in ("false", "no", "off", "0"):
+        return False
+    raise ValueError("expected true or false, got %r" % (value,))
+
+
 # --- collectd glue: only runs inside collectd's python plugin ---------------------------------
 try:  # pragma: no cover - exercised by tests/integration/test_collectd_rapl.py with real collectd
     import collectd  # type: ignore[import-not-found]
 except ImportError:  # imported by the unit tests
     collectd = None
 
-_state = {"root": DEFAULT_SYSFS_ROOT, "hwmon_root": "", "energy_socket": "", "hwmon_labels": [], "reader": None}
+_state = {
+    "root": DEFAULT_SYSFS_ROOT,
+    "hwmon_root": "",
+    "energy_socket": "",
+    "hwmon_labels": [],
+    "seed_names": False,
+    "config_problems": [],
+    "reader": None,
+}
 
 
 def _collectd_log(level, message):
@@ -269,11 +321,18 @@ def _configure(config):
             _state["hwmon_labels"].append({"class": str(child.values[0]), "pattern": str(child.values[1])})
         elif key == "energysocket" and child.values:
             _state["energy_socket"] = str(child.values[0])
+        elif key == "seedseriesnames" and len(child.values) == 1:
+            try:
+                _state["seed_names"] = config_bool(child.values[0])
+            except ValueError as err:  # refused at init, as a bad HwmonLabel is
+                _state["config_problems"].append("SeedSeriesNames: %s" % err)
         else:
             collectd.warning("%s plugin: unknown option %s" % (PLUGIN_NAME, child.key))
 
 
 def _init():
+    if _state["config_problems"]:
+        raise ValueError("%s plugin: %s" % (PLUGIN_NAME, "; ".join(_state["config_problems"])))
     rules, problems = hwmon_label_rules(_state["hwmon_labels"])
     if problems:  # refuse to start rather than count the wrong sensors
         raise ValueError("%s plugin: HwmonLabel: %s" % (PLUGIN_NAME, "; ".join(problems)))
@@ -295,11 +354,15 @@ def _dispatch(zone, type_instance, value):
 
 
 def _read():
-    for sample in _state["reader"].read():
+    samples = _state["reader"].read()
+    for sample in samples:
         if sample.power_w is not None:
             _dispatch(sample.zone, "package", sample.power_w)
         if sample.tdp_w is not None:
             _dispatch(sample.zone, "tdp", sample.tdp_w)
+    if _state["seed_names"]:
+        for plugin, watts in seed_series(samples):
+            collectd.Values(plugin=plugin, type="power", values=[watts]).dispatch()
 
 
 if collectd is not None:  # pragma: no cover

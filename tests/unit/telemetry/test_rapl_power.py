@@ -186,6 +186,80 @@ def test_four_packages_each_measured(tmp_path):
     assert [round(s.power_w, 6) for s in reader.read()] == [10.0, 20.0, 30.0, 40.0]
 
 
+# --- the TAS power demo's series (SeedSeriesNames) -------------------------------------------------
+def test_seed_series_per_package_from_a_real_read(tmp_path):
+    """Zones found by name, in the kernel's hex numbering: package 10 (intel-rapl:a) sorts after 2."""
+    for index, directory in enumerate(("intel-rapl:0", "intel-rapl:1", "intel-rapl:2", "intel-rapl:a")):
+        package = 10 if directory.endswith("a") else index
+        make_zone(tmp_path, directory, f"package-{package}", tdp_uw=(index + 1) * 50_000_000)
+    clock = Clock()
+    reader = rapl.RaplReader(str(tmp_path), clock=clock)
+    baseline = reader.read()
+    # the first read is a baseline: TDP only, as ours
+    assert rapl.seed_series(baseline) == [
+        ("package_0_TDP_power", 50.0),
+        ("package_1_TDP_power", 100.0),
+        ("package_2_TDP_power", 150.0),
+        ("package_10_TDP_power", 200.0),
+    ]
+    for directory, joules in (("intel-rapl:0", 30), ("intel-rapl:1", 40), ("intel-rapl:2", 50), ("intel-rapl:a", 60)):
+        set_energy(tmp_path / directory, joules * 1_000_000)
+    clock.now += 1
+    assert rapl.seed_series(reader.read()) == [
+        ("package_0_power", 30.0),
+        ("package_0_TDP_power", 50.0),
+        ("package_1_power", 40.0),
+        ("package_1_TDP_power", 100.0),
+        ("package_2_power", 50.0),
+        ("package_2_TDP_power", 150.0),
+        ("package_10_power", 60.0),
+        ("package_10_TDP_power", 200.0),
+    ]
+
+
+def test_seed_series_sums_the_dies_of_a_package_and_never_reports_a_part():
+    sample = rapl.Sample
+    samples = [
+        sample("package-0-die-0", 30.0, 100.0),
+        sample("package-0-die-1", 20.0, 100.0),
+        sample("package-1-die-0", 25.0, 100.0),
+        sample("package-1-die-1", None, 100.0),  # unreadable or a baseline: package 1 has no power
+        sample("package-2", 10.0, None),  # no TDP shown: no TDP series
+        sample("psys", 99.0, 99.0),  # not a package
+    ]
+    assert rapl.seed_series(samples) == [
+        ("package_0_power", 50.0),
+        ("package_0_TDP_power", 200.0),
+        ("package_1_TDP_power", 200.0),
+        ("package_2_power", 10.0),
+    ]
+    assert rapl.seed_series([]) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (True, True),
+        (False, False),
+        ("true", True),
+        (" Yes ", True),
+        ("on", True),
+        ("1", True),
+        ("false", False),
+        ("OFF", False),
+        ("0", False),
+    ],
+)
+def test_config_bool(value, expected):
+    assert rapl.config_bool(value) is expected
+
+
+@pytest.mark.parametrize("value", ["maybe", "", "2", 2.5])
+def test_config_bool_refuses_what_is_not_a_boolean(value):
+    with pytest.raises(ValueError, match="expected true or false, got"):
+        rapl.config_bool(value)
+
+
 def _denying_reader(denied_path, err=errno.EACCES):
     def read_text(path):
         if path == denied_path:
