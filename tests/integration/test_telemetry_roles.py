@@ -122,7 +122,7 @@ def test_collectd_on_every_node(lab, converged):
     assert cm.data["_power_zones.py"] == zones  # the plugin's zone discovery: the collection's own module_utils
     assert 'Import "rapl_power"' in cm.data["collectd.conf"]
     svc = _core(lab).read_namespaced_service("collectd", NS)
-    assert svc.spec.cluster_ip == "None" and svc.spec.ports[0].port == 9103
+    assert svc.spec.cluster_ip not in (None, "None") and svc.spec.ports[0].port == 9103
 
 
 def test_kube_state_metrics_running_with_least_privilege(lab, converged):
@@ -353,6 +353,64 @@ def test_the_power_demos_series_beside_ours_in_the_stacks_prometheus(lab, conver
     for node, value in demo.items():
         assert value == pytest.approx(ours_avg[node], rel=0.05), (node, value, ours_avg[node])
     print(f"PROOF the power demo's series beside ours: {json.dumps({f'{n} {m}': v for (n, m), v in seed.items()})}")
+
+
+CLUSTER_STACK = REPO_ROOT / "playbooks" / "cluster_stack.yml"
+
+
+def test_the_demos_cluster_ip_check_and_the_headless_service_of_an_earlier_release(lab, converged):
+    """Earlier releases made collectd's Service headless, and kube-apiserver keeps a Service's
+    clusterIP for its life. With such a Service in place (our labels, clusterIP None): the dry run
+    shows its deletion and changes nothing; the run replaces it with a Service that has a cluster IP.
+    Then the TAS power demo's check works as the demo writes it: read the Service's spec.clusterIP
+    and fetch :9103/metrics there (from the lab's network, as from a node), which shows the demo's
+    series."""
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    core = _core(lab)
+    ours = core.read_namespaced_service("collectd", NS)
+    headless = client.V1Service(
+        metadata=client.V1ObjectMeta(name="collectd", namespace=NS, labels=ours.metadata.labels),
+        spec=client.V1ServiceSpec(
+            cluster_ip="None",
+            selector=ours.spec.selector,
+            ports=[client.V1ServicePort(name="metrics", port=9103, target_port="metrics", protocol="TCP")],
+        ),
+    )
+    core.delete_namespaced_service("collectd", NS)
+
+    def recreated():
+        try:
+            core.create_namespaced_service(NS, headless)
+        except ApiException as err:
+            if err.status != 409:  # the deletion not finished yet
+                raise
+            return False
+        return True
+
+    wait_until(recreated, 30, "the headless Service an earlier release made")
+    checked = run_playbook(CLUSTER_STACK, inventory=lab.inventory, tags=["collectd"], check=True, diff=True)
+    assert checked.rc == 0 and checked.failed == 0, checked
+    assert "Delete the headless collectd Service of an earlier release" in checked.stdout, checked
+    assert core.read_namespaced_service("collectd", NS).spec.cluster_ip == "None"  # a dry run changes nothing
+    replaced = run_playbook(CLUSTER_STACK, inventory=lab.inventory, tags=["collectd"])
+    assert replaced.rc == 0 and replaced.failed == 0 and replaced.changed >= 1, replaced
+    cluster_ip = next(
+        svc.spec.cluster_ip
+        for svc in core.list_namespaced_service(NS).items
+        if svc.metadata.name == "collectd"  # the demo's jq: select(.metadata.name=="collectd").spec.clusterIP
+    )
+    assert cluster_ip not in (None, "None"), cluster_ip
+    answers = {}
+
+    def metrics():
+        status, body = lab.lab_http_get(f"http://{cluster_ip}:9103/metrics")
+        answers["last"] = (status, body[:300])
+        return status == 200 and b"collectd_package_0_TDP_power_power" in body
+
+    wait_until(metrics, 60, f"collectd's metrics at its Service's cluster IP {cluster_ip}:9103")
+    print(f"PROOF collectd at its cluster IP {cluster_ip}:9103: {answers['last']}")
 
 
 # --- existing mode ------------------------------------------------------------------------------
