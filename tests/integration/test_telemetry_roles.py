@@ -405,7 +405,11 @@ def test_the_demos_cluster_ip_check_and_the_headless_service_of_an_earlier_relea
     answers = {}
 
     def metrics():
-        status, body = lab.lab_http_get(f"http://{cluster_ip}:9103/metrics")
+        try:  # refused until kube-proxy (the lab's service proxy) has the new Service's address
+            status, body = lab.lab_http_get(f"http://{cluster_ip}:9103/metrics")
+        except OSError as err:
+            answers["last"] = err
+            return False
         answers["last"] = (status, body[:300])
         return status == 200 and b"collectd_package_0_TDP_power_power" in body
 
