@@ -26,10 +26,11 @@ GO_DIR = pathlib.Path(__file__).resolve().parent / "go"
 ASSETS_ENV_VARS = ("POWERAWARE_K8S_ASSETS", "KUBEBUILDER_ASSETS")
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 # Linked into the lab's bin/ when there, never required (an assets directory may lack them): kubectl,
-# and the executables of the images the lab runs (lab/images.py; a pod whose executable is missing
-# shows it in its status).
+# kubeadm (installed on the nodes), and the executables of the images the lab runs (lab/images.py; a
+# pod whose executable is missing shows it in its status).
 OPTIONAL_BINARIES = (
     "kubectl",
+    "kubeadm",
     "kube-state-metrics",
     "extender",
     "adapter",
@@ -110,6 +111,16 @@ COMPONENTS = (
             "k8s.io/kubernetes/cmd/kubectl",
         ),
         binaries=("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"),
+        version_packages=KUBERNETES_VERSION_PACKAGES,
+    ),
+    # kubeadm of the same release, installed on every node at /usr/bin/kubeadm as the kubeadm package
+    # installs it (lab/node_init.py): what a user upgrades with, and what regenerates the static-pod
+    # manifests from kubeadm's own templates (`kubeadm init phase control-plane`, `kubeadm upgrade`).
+    GoBuild(
+        name="kubeadm",
+        module="k8s.io/kubernetes",
+        packages=("k8s.io/kubernetes/cmd/kubeadm",),
+        binaries=("kubeadm",),
         version_packages=KUBERNETES_VERSION_PACKAGES,
     ),
     GoBuild(

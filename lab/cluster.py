@@ -433,6 +433,7 @@ class Lab:
         self._start(apiserver)
         self.wait_for("kube-apiserver /readyz", apiserver.health, "kube-apiserver")
         self._bind_cluster_admins()
+        self._upload_kubeadm_config()
         self._create_kube_dns_service()
         self._start(service_proxy.component(config.api_url, paths.pki))
         self._start(cluster_dns.component(config.api_url, paths.pki))
@@ -505,6 +506,17 @@ class Lab:
             body,
             "ClusterRoleBinding kubeadm:cluster-admins",
         )
+
+    def _upload_kubeadm_config(self) -> None:
+        # kubeadm init's upload-config phase: the ClusterConfiguration every later `kubeadm upgrade`
+        # (and `kubeadm join --control-plane`) reads back and renders the static pods from.
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "kubeadm-config", "namespace": "kube-system"},
+            "data": {"ClusterConfiguration": kubeadm_cluster_configuration()},
+        }
+        self._create(self.api(), "/api/v1/namespaces/kube-system/configmaps", body, "ConfigMap kubeadm-config")
 
     @staticmethod
     def _create(api: Api, path: str, body: dict, what: str) -> None:
@@ -739,6 +751,34 @@ def pod_cidr(node: nodes.Node) -> str:
     """The node's share of the pod CIDR: 10.244.<the node address's last octet>.0/24."""
     prefix = network.POD_CIDR.split(".")[:2]
     return ".".join([*prefix, node.address.rsplit(".", 1)[-1], "0"]) + "/24"
+
+
+def kubeadm_cluster_configuration() -> str:
+    """The ClusterConfiguration kubeadm v1.36 uploads for this cluster (``kubeadm config print
+    init-defaults`` with the lab's release and networks), as the text of kubeadm-config's key."""
+    doc = {
+        "apiServer": {},
+        "apiVersion": "kubeadm.k8s.io/v1beta4",
+        "caCertificateValidityPeriod": "87600h0m0s",
+        "certificateValidityPeriod": "8760h0m0s",
+        "certificatesDir": "/etc/kubernetes/pki",
+        "clusterName": "kubernetes",
+        "controllerManager": {},
+        "dns": {},
+        "encryptionAlgorithm": "RSA-2048",
+        "etcd": {"local": {"dataDir": "/var/lib/etcd"}},
+        "imageRepository": "registry.k8s.io",
+        "kind": "ClusterConfiguration",
+        "kubernetesVersion": assets.kubernetes_version(),
+        "networking": {
+            "dnsDomain": cluster_dns.CLUSTER_DOMAIN,
+            "podSubnet": network.POD_CIDR,
+            "serviceSubnet": pki.SERVICE_CIDR,
+        },
+        "proxy": {},
+        "scheduler": {},
+    }
+    return yaml.safe_dump(doc, default_flow_style=False, sort_keys=True)
 
 
 def scheduler_manifest(config: LabConfig) -> str:

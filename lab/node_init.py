@@ -12,7 +12,8 @@ What it does, in order (each step idempotent, so a restart - ``lab reboot`` - bo
    makes stays in its layer), fresh ``/root`` and ``/home``, private ``/tmp`` and ``/run``;
 2. the node's kernel: the fake sysfs trees of this node bind-mounted over the real paths
    (``/sys/devices/system/cpu``, ``/sys/class/powercap`` ...), and its ``/proc/stat``;
-3. the lab's kubelet stand-in and "container images" at ``/usr/lib/poweraware-lab`` (read-only);
+3. the lab's kubelet stand-in and "container images" at ``/usr/lib/poweraware-lab`` (read-only), and
+   kubeadm at ``/usr/bin/kubeadm``;
 4. the controller hidden: the checkout and the lab state directory are covered by empty tmpfs;
 5. identity: hostname, ``/etc/hosts``, the login user with its SSH key and passwordless sudo, the
    SSH host key (generated on first boot, kept on the node's disk);
@@ -43,6 +44,7 @@ MS_REC = 16384
 MS_PRIVATE = 1 << 18
 
 LAB_LIB = "/usr/lib/poweraware-lab"
+KUBEADM = "/usr/bin/kubeadm"
 # Directories whose upper layer is the node's own disk. /usr holds /usr/local, where roles install
 # their runners; /var holds /var/lib (kubelet, dpkg) and /var/log.
 OVERLAYS = ("etc", "usr", "var", "opt")
@@ -140,6 +142,14 @@ def set_up_lab_lib(cfg):
     images = lib / "images"
     images.mkdir(parents=True, exist_ok=True)
     bind(cfg["images"], images, read_only=True)
+    # kubeadm where its Debian/RPM package puts it, read-only like a package's file: every kubeadm
+    # node has it, and `sudo kubeadm upgrade ...` / `kubeadm init phase ...` run as on a real node.
+    kubeadm = images / "kubeadm"
+    if kubeadm.is_file():
+        target = pathlib.Path(KUBEADM)
+        if not target.exists():
+            target.touch(mode=0o755)
+        bind(kubeadm, target, read_only=True)
 
 
 def hide_controller(cfg):

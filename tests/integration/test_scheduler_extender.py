@@ -13,7 +13,9 @@ extender, scheduling proof and rollback proof (issue 5, docs/scheduler-extender.
 3. A deliberately broken configuration (a CA bundle that is not PEM: kube-scheduler exits while
    building the extender) is rolled back: the play fails with the scheduler's log, the manifest
    and config are back byte for byte, and the scheduler schedules again (through the extender).
-4. ``scheduler_extender_state=absent`` gives the lab its original manifest bytes back.
+4. A kubeadm upgrade renders the manifest anew (the node's kubeadm, from kubeadm-config): the
+   registration is gone and kube-scheduler runs without it; the next run says so and restores it.
+5. ``scheduler_extender_state=absent`` gives the lab its original manifest bytes back.
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ import pytest
 import yaml
 from ansible_run import FAST_SCHEDULER_EXTENDER, REPO_ROOT, run_playbook
 from extender_server import ExtenderServer, issue_server, make_ca
+from poweraware_testing import wait_until
 
 from lab import cluster
+from lab.components import network
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -270,3 +274,73 @@ def test_broken_configuration_is_rolled_back(lab, pki, extender, registered):
     print(f"PROOF rollback (play rc={result.rc}):\n{report}")
     calls = len(extender.calls_for(pod))
     print(f"PROOF after rollback: {pod} -> {node} via the extender ({calls} calls); {plain} not sent")
+
+
+def _scheduler_argv(lab) -> list[str]:
+    pod = lab.static_pods_status()["pods"].get("kube-scheduler.yaml", {})
+    return pod.get("argv") if pod.get("state") == "running" else None
+
+
+def test_a_kubeadm_upgrade_drops_the_registration_and_the_next_run_restores_it(lab, pki, extender, registered):
+    """kubeadm upgrade renders kube-scheduler's manifest anew from its template and the ClusterConfiguration
+    in kube-system/kubeadm-config; none of our lines survive. The node's own kubeadm does it here as in an
+    upgrade (the same render, `kubeadm init phase control-plane scheduler`); the next run of the role says
+    what happened and registers the extenders again."""
+    cp = lab.control_plane_node
+    registered_bytes = lab.scheduler_manifest.read_bytes()
+    assert b"poweraware.k8s/scheduler-extender" in registered_bytes
+    # What kubeadm upgrade renders from: the cluster's ClusterConfiguration, and this node's InitConfiguration
+    # (kubeadm rebuilds it from the node's name and the API server's advertise address).
+    init_config = {
+        "apiVersion": "kubeadm.k8s.io/v1beta4",
+        "kind": "InitConfiguration",
+        "localAPIEndpoint": {"advertiseAddress": network.ADVERTISE_ADDRESS, "bindPort": 6443},
+        "nodeRegistration": {"name": cp},
+    }
+    cluster_config = _core(lab).read_namespaced_config_map("kubeadm-config", "kube-system").data["ClusterConfiguration"]
+    lab.write_node_file(cp, "/root/kubeadm-upgrade.yaml", f"{yaml.safe_dump(init_config)}---\n{cluster_config}", "0600")
+    rendered = lab.ssh(
+        cp,
+        "kubeadm init phase control-plane scheduler --config /root/kubeadm-upgrade.yaml;"
+        " rm -f /root/kubeadm-upgrade.yaml",
+        sudo=True,
+    )
+    assert 'Creating static Pod manifest for "kube-scheduler"' in rendered.stdout, rendered
+    regenerated = lab.scheduler_manifest.read_bytes()
+    # kubeadm's render is the lab's manifest byte for byte: nothing of the registration is left
+    pristine = cluster.scheduler_manifest(cluster.Lab.from_state(lab.state_dir, log=lambda _m: None).config)
+    assert regenerated == pristine.encode()
+    argv = wait_until(
+        lambda: (a := _scheduler_argv(lab)) is not None and not any(x.startswith("--config=") for x in a) and a,
+        30,
+        "kube-scheduler restarted from kubeadm's manifest",
+    )
+    lab.wait_scheduler_healthy(120)
+    # Silently: the scheduler runs, healthy, without the extender. A pod that needs it stays Pending.
+    core = _core(lab)
+    name = f"se-upgrade-{uuid.uuid4().hex[:6]}"
+    core.create_namespaced_pod("default", _pod(name, telemetry=True))
+
+    def refused():
+        events = core.list_namespaced_event("default", field_selector=f"involvedObject.name={name}").items
+        return [e.message for e in events if e.reason == "FailedScheduling" and RESOURCE in (e.message or "")]
+
+    without = wait_until(refused, 60, f"kube-scheduler to refuse {name} without the extender")
+    assert not extender.calls_for(f"default/{name}")
+    # The dry run reports the loss and changes nothing; the run restores the registration.
+    check = _run(lab, _vars(lab, pki, extender), check=True, diff=True)
+    assert check.rc == 0 and check.changed > 0, check
+    # (warnings go to stderr, their lines wrapped)
+    assert "which this module wrote: the manifest was written anew" in " ".join(check.stderr.split()), check
+    assert lab.scheduler_manifest.read_bytes() == regenerated
+    restored = _run(lab, _vars(lab, pki, extender))
+    assert restored.rc == 0 and restored.failed == 0 and restored.changed > 0, restored
+    assert "They are registered again now" in " ".join(restored.stderr.split()), restored
+    assert lab.scheduler_manifest.read_bytes() == registered_bytes
+    lab.wait_scheduler_healthy(60)
+    node = wait_until(lambda: core.read_namespaced_pod(name, "default").spec.node_name, 90, f"{name} to be bound")
+    assert node == extender.preferred
+    assert {c.verb for c in extender.calls_for(f"default/{name}")} == {"filter", "prioritize"}
+    warning = " ".join(restored.stderr[restored.stderr.find("[WARNING]") :].split("\n\n")[0].split())
+    print(f"PROOF kubeadm upgrade: kube-scheduler ran {argv[1:]} and refused {name}: {without[0]}")
+    print(f"PROOF restored: {warning}\n{name} -> {node} through the extender")

@@ -146,7 +146,8 @@ def test_absent_removes_a_leftover_config_of_an_interrupted_run(node):
     # and present takes it over as its own (absent would then delete it), not as the user's file
     leftover.write_text(result["diff"][1]["after"])
     present = run(args(node))
-    assert present["config_created"] and any("taken over" in w for w in warnings(present))
+    assert present["config_created"] and present["registration_restored"]
+    assert any("registered again now" in w for w in warnings(present))
 
 
 def test_absent_keeps_a_user_file_at_config_path(node):

@@ -587,15 +587,26 @@ def test_a_relative_config_flag_is_refused():
     assert str(info.value) == "the manifest's --config flag names a relative path 'sched.yaml'; make it absolute"
 
 
-def test_a_leftover_of_an_interrupted_run_is_taken_over_with_a_warning():
+def test_a_registration_the_manifest_lost_is_restored_with_a_warning():
+    """kubeadm upgrade (or a run cut short) left our file that the manifest no longer loads."""
     first = plan([LOOPBACK], {}, manifest=PLAIN_MANIFEST)
     assert first.file_created and first.file_after.startswith(ms.CONFIG_HEADER)
+    assert not first.restored
     result = plan([LOOPBACK, OTHER], {CONFIG_PATH: first.file_after}, manifest=PLAIN_MANIFEST)
     assert result.warnings == [
-        "/etc/kubernetes/scheduler-extender.yaml carries this module's header but the manifest does not load it "
-        "(left by an earlier run that did not finish); it is taken over and rewritten"
+        "/etc/kubernetes/manifests/kube-scheduler.yaml does not load /etc/kubernetes/scheduler-extender.yaml, which "
+        "this module wrote: the manifest was written anew since the extenders were registered (kubeadm upgrade "
+        "apply/node and installer re-runs regenerate it from their templates) or an earlier run stopped between its "
+        "two writes, and kube-scheduler has scheduled without the extenders since. They are registered again now. "
+        "Run this role again after every kubeadm upgrade on each control-plane node (docs/scheduler-extender.md, "
+        "'Upgrades')"
     ]
+    assert result.restored
     assert result.file_created and result.record["file_created"] is True
+    # the same extenders on kubeadm's regenerated manifest: the first registration's bytes again
+    again = plan([LOOPBACK], {CONFIG_PATH: first.file_after}, manifest=PLAIN_MANIFEST)
+    assert again.restored and again.manifest_after == first.manifest_after
+    assert again.file_after == first.file_after and again.record == first.record
     assert [e["urlPrefix"] for e in yaml.safe_load(result.file_after)["extenders"]] == [
         LOOPBACK["url_prefix"],
         OTHER["url_prefix"],
@@ -747,6 +758,7 @@ def test_plan_starts_empty_and_unchanged():
         "reemitted": False,
         "record": None,
         "annotation": "",
+        "restored": False,
     }
     assert ms.plan_absent(PLAIN_MANIFEST, MANIFEST_PATH, {}.get).reemitted is False
 
