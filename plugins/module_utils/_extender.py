@@ -55,6 +55,11 @@ __all__ = [
 ]
 
 MAX_EXTENDER_PRIORITY = 10
+# The CPU a container without a CPU request counts for when nodes are scored: kube-scheduler's own
+# DefaultMilliCPURequest (pkg/scheduler/util/pod_resources.go; the scoring plugins pass it to
+# component-helpers' PodRequests as NonMissingContainerRequests). Without it every node's predicted
+# jump for such a pod is 0 W and all nodes tie; fitting still counts the pod's real requests.
+DEFAULT_POD_CPU_M = 100
 TERMINAL_PHASES = ("Succeeded", "Failed")
 STALE = "the extender's view of pods and nodes is not current (its watch is reconnecting)"
 
@@ -79,29 +84,39 @@ def _quantity(parse, value, where):
         raise ExtenderError(f"{where}: {err}") from None
 
 
-def _container_requests(container, where):
-    requests = ((container or {}).get("resources") or {}).get("requests") or {}
-    cpu = _quantity(parse_cpu_quantity, requests["cpu"], f"{where}.resources.requests.cpu") if "cpu" in requests else 0
+def _container_requests(container, where, missing_cpu_m=0):
+    resources = (container or {}).get("resources") or {}
+    requests = resources.get("requests") or {}
+    limits = resources.get("limits") or {}
+    if "cpu" in requests:
+        cpu = _quantity(parse_cpu_quantity, requests["cpu"], f"{where}.resources.requests.cpu")
+    elif "cpu" in limits:  # the API server's defaulting: a limit without a request is also the request
+        cpu = _quantity(parse_cpu_quantity, limits["cpu"], f"{where}.resources.limits.cpu")
+    else:
+        cpu = missing_cpu_m
     memory = requests.get("memory")
     memory = 0 if memory is None else _quantity(parse_byte_quantity, memory, f"{where}.resources.requests.memory")
     return cpu, memory
 
 
-def pod_requests(pod):
+def pod_requests(pod, missing_cpu_m=0):
     """``(cpu_millicores, memory_bytes)`` a pod requests, computed as kube-scheduler's ``PodRequests``.
 
-    The containers' sum; an init container needs its own request plus the restartable (sidecar) init
-    containers started before it, and the pod needs the largest of these if it exceeds the sum;
-    sidecars run alongside the containers, so they add to the sum; ``spec.overhead`` is added last.
+    A container without a CPU request counts its CPU limit (as the API server defaults it), else
+    ``missing_cpu_m`` (0 for fitting; ``DEFAULT_POD_CPU_M`` for scoring, as kube-scheduler's
+    ``NonMissingContainerRequests``). The containers' sum; an init container needs its own request
+    plus the restartable (sidecar) init containers started before it, and the pod needs the largest
+    of these if it exceeds the sum; sidecars run alongside the containers, so they add to the sum;
+    ``spec.overhead`` is added last.
     """
     spec = (pod or {}).get("spec") or {}
     cpu = memory = 0
     for index, container in enumerate(spec.get("containers") or []):
-        c_cpu, c_mem = _container_requests(container, f"spec.containers[{index}]")
+        c_cpu, c_mem = _container_requests(container, f"spec.containers[{index}]", missing_cpu_m)
         cpu, memory = cpu + c_cpu, memory + c_mem
     sidecar_cpu = sidecar_mem = init_cpu = init_mem = 0
     for index, container in enumerate(spec.get("initContainers") or []):
-        c_cpu, c_mem = _container_requests(container, f"spec.initContainers[{index}]")
+        c_cpu, c_mem = _container_requests(container, f"spec.initContainers[{index}]", missing_cpu_m)
         if (container or {}).get("restartPolicy") == "Always":
             sidecar_cpu, sidecar_mem = sidecar_cpu + c_cpu, sidecar_mem + c_mem
             cpu, memory = cpu + c_cpu, memory + c_mem
@@ -300,22 +315,23 @@ def extender_priority(score):
     return (score * MAX_EXTENDER_PRIORITY + 50) // 100
 
 
-def _rank(state, pod, names, node_objects, fresh):
+def _rank(state, pod, names, node_objects, fresh, default_cpu_m):
     cpu, memory = pod_requests(pod)
+    size = pod_requests(pod, default_cpu_m)[0]  # what the jump is predicted for
     inputs, neutral, unknown = state.candidates(names, node_objects, fresh)
     try:
-        results = rank_nodes(inputs, cpu, memory)
+        results = rank_nodes(inputs, cpu, memory, pod_cpu_size=size)
     except PlacementScoreError as err:  # a node object that slipped past the summary's checks
         raise ExtenderError(str(err)) from None
     return results, neutral, unknown
 
 
-def filter_result(state, pod, names, node_objects=None, fresh=True):
+def filter_result(state, pod, names, node_objects=None, fresh=True, default_cpu_m=DEFAULT_POD_CPU_M):
     """``(ExtenderFilterResult, ranked)``: nodes the pod does not fit on (by requests) fail, with the reason.
 
     Nodes the extender has not seen pass: kube-scheduler has filtered them by its own cache already.
     """
-    results, _neutral, _unknown = _rank(state, pod, names, node_objects, fresh)
+    results, _neutral, _unknown = _rank(state, pod, names, node_objects, fresh, default_cpu_m)
     failed = {r["name"]: r["reason"] for r in results if r["status"] == "unfit"}
     kept = [name for name in names if name not in failed]
     reply = {"FailedNodes": failed, "Error": ""}
@@ -326,12 +342,13 @@ def filter_result(state, pod, names, node_objects=None, fresh=True):
     return reply, results
 
 
-def prioritize_result(state, pod, names, node_objects=None, fresh=True):
+def prioritize_result(state, pod, names, node_objects=None, fresh=True, default_cpu_m=DEFAULT_POD_CPU_M):
     """``(HostPriorityList, ranked, neutral reasons, unknown names)`` for one pod.
 
-    Nodes the extender has not seen get the neutral score, 5.
+    Nodes the extender has not seen get the neutral score, 5. A container without a CPU request or
+    limit counts ``default_cpu_m`` for the predicted jump (``DEFAULT_POD_CPU_M``, kube-scheduler's).
     """
-    results, neutral, unknown = _rank(state, pod, names, node_objects, fresh)
+    results, neutral, unknown = _rank(state, pod, names, node_objects, fresh, default_cpu_m)
     scores = [{"Host": r["name"], "Score": extender_priority(r["score"])} for r in results]
     scores += [{"Host": name, "Score": extender_priority(50)} for name in unknown]
     return scores, results, neutral, unknown
@@ -396,6 +413,12 @@ def config_errors(values):
         bad(
             "power_extender_annotation_prefix",
             "must be a DNS subdomain, the power_models role's power_models_annotation_prefix",
+        )
+    size = _number(values.get("power_extender_default_pod_cpu_m"))
+    if size is None or size != int(size) or not 0 <= size <= 256000:
+        bad(
+            "power_extender_default_pod_cpu_m",
+            f"must be a whole number of millicores from 0 to 256000 (kube-scheduler's default, {DEFAULT_POD_CPU_M})",
         )
     for name, least in (
         ("power_extender_stale_after", 1),

@@ -154,7 +154,7 @@ _REASONS = {
 }
 
 
-def rank_nodes(nodes, pod_cpu_request, pod_memory_request=None, wake="pod"):
+def rank_nodes(nodes, pod_cpu_request, pod_memory_request=None, wake="pod", pod_cpu_size=None):
     """Rank every node for one pod; return result dicts, best first.
 
     ``nodes``: mappings with ``name`` (unique), ``cpu_capacity`` (millicores or a quantity string),
@@ -165,7 +165,10 @@ def rank_nodes(nodes, pod_cpu_request, pod_memory_request=None, wake="pod"):
     data) and ``powered_off`` (bool, default false; a powered-off node has no pods).
     ``pod_cpu_request``: millicores or a quantity string; ``pod_memory_request``: integer or None.
     ``wake``: how powered-off nodes are ordered, ``"pod"`` (predicted power to run this pod, idle
-    included) or ``"efficiency"`` (best predicted watts per CPU).
+    included) or ``"efficiency"`` (best predicted watts per CPU). ``pod_cpu_size``: the CPU the
+    pod's power is predicted for, millicores (default: its request); fitting always uses the request.
+    A pod that requests no CPU is sized as kube-scheduler's scoring sizes it (``_extender``'s
+    ``DEFAULT_POD_CPU_M``), or every node's jump is 0 W and they all tie.
 
     Each result: ``name``, ``rank`` (1 = best), ``score`` (0..100), ``status`` (see ``STATUSES``),
     ``cost_w`` (predicted watts, None for neutral and unfit nodes), ``util_after`` (percent, by
@@ -175,6 +178,7 @@ def rank_nodes(nodes, pod_cpu_request, pod_memory_request=None, wake="pod"):
     if wake not in WAKE_ORDERS:
         _fail("options", "wake", f"must be one of {', '.join(WAKE_ORDERS)}, got {wake!r}")
     request = _checked(_millicores, pod_cpu_request, "pod", "pod_cpu_request")
+    size = request if pod_cpu_size is None else _checked(_millicores, pod_cpu_size, "pod", "pod_cpu_size")
     if pod_memory_request is not None and (
         isinstance(pod_memory_request, bool) or not isinstance(pod_memory_request, int) or pod_memory_request < 0
     ):
@@ -203,6 +207,10 @@ def rank_nodes(nodes, pod_cpu_request, pod_memory_request=None, wake="pod"):
             status, cost, util_after = "unfit", None, None
         else:
             status, cost, util_after = placement_cost(predict, capacity, already, request, powered_off, wake)
+            if status != "unfit" and size != request:
+                # predicted for the pod's size, at most the node's whole capacity; it fits by its request
+                sized = min(size, max(capacity - already, 0))
+                status, cost, util_after = placement_cost(predict, capacity, already, sized, powered_off, wake)
             if status == "unfit":
                 reason = f"pod does not fit: utilisation would reach {util_after:.1f} % of CPU capacity"
             else:

@@ -256,6 +256,41 @@ def test_pods_land_on_the_smallest_predicted_jump(lab, workers, deployed):
         _cleanup(core)
 
 
+def test_a_pod_without_resources_lands_on_the_smallest_jump_for_the_default_size(lab, workers, deployed):
+    """A pod with neither CPU request nor limit is sized as kube-scheduler's scoring sizes it (100m,
+    power_extender_default_pod_cpu_m): counted as 0 m, every node's jump was 0 W and all tied."""
+    core = _core(lab)
+    _cleanup(core)
+    try:
+        _expected, requested = _expected_node(core, workers, 0)
+        nodes = [
+            {
+                "name": name,
+                "cpu_capacity": core.read_node(name).status.capacity["cpu"],
+                "cpu_requested": requested[name],
+                "model": _model(MODELS[index]),
+            }
+            for index, name in enumerate(workers)
+        ]
+        ranked = rank_nodes(nodes, 0, pod_cpu_size=100)
+        assert ranked[0]["cost_w"] > 0 and ranked[0]["cost_w"] < ranked[-1]["cost_w"], ranked
+        assert {r["cost_w"] for r in rank_nodes(nodes, 0)} == {0.0}  # what counting it as nothing gave
+        name = f"pe-bare-{uuid.uuid4().hex[:6]}"
+        bare = _pod(name, "1")
+        del bare["spec"]["containers"][0]["resources"]
+        core.create_namespaced_pod("default", bare)
+        node = _wait_bound(core, name)
+        assert node == ranked[0]["name"], f"{name} landed on {node}, our policy says {ranked}"
+        log = lab.ssh(
+            lab.control_plane_node, "tail -n 50 /var/log/containers/poweraware-scheduler-extender-*", sudo=True
+        ).stdout
+        line = next(x for x in log.splitlines() if f"prioritize default/{name}:" in x)
+        assert f"best {node} (powered on; predicted power jump {ranked[0]['cost_w']:.2f} W)" in line, line
+        print(f"PROOF no resources: {name} -> {node}; {line.split('prioritize ', 1)[1]}")
+    finally:
+        _cleanup(core)
+
+
 def test_a_hung_or_gone_extender_never_stops_scheduling(lab, workers, deployed):
     core = _core(lab)
     cp = lab.control_plane_node

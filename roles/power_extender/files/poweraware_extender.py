@@ -35,6 +35,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from ansible_collections.poweraware.k8s.plugins.module_utils._extender import (  # noqa: E402
+    DEFAULT_POD_CPU_M,
     ClusterState,
     ExtenderError,
     filter_result,
@@ -264,14 +265,16 @@ class Service:
         with self.lock:
             fresh = self.fresh()
             if verb == "filter":
-                reply, _ranked = filter_result(self.state, pod, names, objects, fresh)
+                reply, _ranked = filter_result(self.state, pod, names, objects, fresh, self.options.default_pod_cpu_m)
                 if reply["FailedNodes"]:
                     log(
                         f"filter {who}: {len(reply['FailedNodes'])} of {len(names)} nodes refused: "
                         f"{reply['FailedNodes']}"
                     )
                 return reply
-            reply, ranked, neutral, unknown = prioritize_result(self.state, pod, names, objects, fresh)
+            reply, ranked, neutral, unknown = prioritize_result(
+                self.state, pod, names, objects, fresh, self.options.default_pod_cpu_m
+            )
             self._log_neutral(neutral, unknown)
         best = ranked[0] if ranked else None
         if best is not None:
@@ -399,6 +402,12 @@ def options(argv=None):
     parser.add_argument("--api-key", required=True)
     parser.add_argument("--annotation-prefix", default="poweraware.io")
     parser.add_argument("--stale-after", type=float, default=30.0)
+    parser.add_argument(
+        "--default-pod-cpu-m",
+        type=int,
+        default=DEFAULT_POD_CPU_M,
+        help="millicores a container without CPU request or limit counts for in the predicted jump",
+    )
     parser.add_argument(
         "--config-digest", default="", help="reported by /readyz: which configuration this process runs"
     )

@@ -6,6 +6,7 @@ import json
 
 import pytest
 from ansible_collections.poweraware.k8s.plugins.module_utils._extender import (
+    DEFAULT_POD_CPU_M,
     STALE,
     ClusterState,
     ExtenderError,
@@ -158,6 +159,57 @@ def test_the_cheaper_jump_wins_on_equal_load():
     assert {s["Host"]: s["Score"] for s in scores} == {"cheap": 10, "dear": 5}
 
 
+def _bare(name, **resources):
+    """A pod whose one container has ``resources`` as given (none at all by default)."""
+    container = {"name": "c", **({"resources": resources} if resources else {})}
+    return {"metadata": {"name": name, "namespace": "default", "uid": name}, "spec": {"containers": [container]}}
+
+
+def test_a_pod_without_cpu_requests_is_sized_as_kube_scheduler_scores_it():
+    """kube-scheduler's scoring counts a container without a CPU request as DefaultMilliCPURequest (100m);
+    a CPU limit without a request is the request (the API server's defaulting). Fitting counts 0."""
+    assert DEFAULT_POD_CPU_M == 100
+    assert pod_requests(_bare("none")) == (0, 0)
+    assert pod_requests(_bare("none"), DEFAULT_POD_CPU_M) == (100, 0)
+    assert pod_requests(_bare("limit", limits={"cpu": "2"})) == (2000, 0)
+    assert pod_requests(_bare("limit", limits={"cpu": "2"}), DEFAULT_POD_CPU_M) == (2000, 0)
+    assert pod_requests(_bare("request", requests={"cpu": "250m"}, limits={"cpu": "2"}), 100) == (250, 0)
+    two = _bare("two")
+    two["spec"]["containers"].append({"name": "d", "resources": {"requests": {"cpu": "300m"}}})
+    assert pod_requests(two, DEFAULT_POD_CPU_M) == (400, 0)  # per container, as NonMissingContainerRequests
+
+
+def test_a_pod_without_requests_goes_to_the_smallest_jump_not_a_tie():
+    """Counted as 0 m, every node's predicted jump was 0 W and every node scored the same: the pod
+    went wherever kube-scheduler's other plugins sent it. Sized at the default, the cheaper jump wins."""
+    state = _state()
+    state.pod_event("DELETED", pod("busy", node_name="cheap"))
+    scores, ranked, _neutral, _unknown = prioritize_result(state, _bare("bare"), ["dear", "cheap"])
+    assert ranked[0]["name"] == "cheap" and ranked[0]["cost_w"] == pytest.approx(2.5)  # 100m of 4 CPUs: 2.5 %
+    assert ranked[1]["cost_w"] == pytest.approx(10.0)
+    assert {s["Host"]: s["Score"] for s in scores} == {"cheap": 10, "dear": 5}
+    tied, _ranked, _n, _u = prioritize_result(state, _bare("bare"), ["dear", "cheap"], default_cpu_m=0)
+    assert {s["Score"] for s in tied} == {10}  # what counting it as 0 m gave: a tie
+    # the size scores, the request fits: a nearly full node still takes a pod that requests nothing
+    state.pod_event("ADDED", pod("fill", cpu="3950m", node_name="cheap"))
+    reply, _ranked = filter_result(state, _bare("bare"), ["cheap"])
+    assert reply["NodeNames"] == ["cheap"] and not reply["FailedNodes"]
+    _scores, ranked, _n, _u = prioritize_result(state, _bare("bare"), ["cheap"])
+    assert ranked[0]["status"] == "on" and ranked[0]["util_after"] == pytest.approx(100.0)
+
+
+def test_rank_nodes_predicts_for_the_size_and_fits_by_the_request():
+    nodes = [{"name": "a", "cpu_capacity": 4000, "cpu_requested": 1000, "model": LINEAR_CHEAP}]
+    (by_request,) = rank_nodes(nodes, 0)
+    (sized,) = rank_nodes(nodes, 0, pod_cpu_size=400)
+    assert by_request["cost_w"] == pytest.approx(0.0) and sized["cost_w"] == pytest.approx(10.0)
+    assert sized["util_after"] == pytest.approx(35.0)
+    (unfit,) = rank_nodes(nodes, 3500, pod_cpu_size=100)
+    assert unfit["status"] == "unfit"  # the request decides fitting
+    with pytest.raises(ValueError, match="pod_cpu_size"):
+        rank_nodes(nodes, 0, pod_cpu_size=-1)
+
+
 def test_a_stale_view_scores_every_node_neutrally():
     scores, _ranked, neutral, _unknown = prioritize_result(
         _state(), pod("new", cpu="100m"), ["dear", "cheap"], fresh=False
@@ -217,6 +269,7 @@ GOOD_CONFIG = {
     "power_extender_api_user": "poweraware:scheduler-extender",
     "power_extender_annotation_prefix": "poweraware.io",
     "power_extender_stale_after": 30,
+    "power_extender_default_pod_cpu_m": 100,
     "power_extender_http_timeout": 1,
     "power_extender_wait_timeout": 120,
     "power_extender_code_dir": "/opt/poweraware/scheduler-extender",
@@ -245,9 +298,10 @@ def test_every_problem_is_reported_at_once_with_variable_value_reason_and_fix():
         "power_extender_wait_timeout": float("nan"),
         "power_extender_code_dir": "/etc/kubernetes/manifests/code",
         "power_extender_pki_dir": "pki",
+        "power_extender_default_pod_cpu_m": "100m",
     }
     problems = config_errors(bad)
-    assert len(problems) == 11, problems
+    assert len(problems) == 12, problems
     text = "\n".join(problems)
     for expected in (
         "power_extender_state='running': must be present or absent",
@@ -261,6 +315,8 @@ def test_every_problem_is_reported_at_once_with_variable_value_reason_and_fix():
         "power_extender_wait_timeout=nan",
         "power_extender_code_dir='/etc/kubernetes/manifests/code': must be outside /etc/kubernetes/manifests",
         "power_extender_pki_dir='pki': must be an absolute path",
+        "power_extender_default_pod_cpu_m='100m': must be a whole number of millicores from 0 to 256000 "
+        "(kube-scheduler's default, 100)",
     ):
         assert expected in text, (expected, problems)
     assert config_errors({**GOOD_CONFIG, "power_extender_port": 10290.5}) != []
@@ -571,6 +627,13 @@ def test_config_messages_in_full():
         ({"power_extender_annotation_prefix": "-a"}, ["power_extender_annotation_prefix"]),
         ({"power_extender_annotation_prefix": "a-"}, ["power_extender_annotation_prefix"]),
         ({"power_extender_annotation_prefix": "a..b"}, ["power_extender_annotation_prefix"]),
+        ({"power_extender_default_pod_cpu_m": 0}, []),
+        ({"power_extender_default_pod_cpu_m": "250"}, []),
+        ({"power_extender_default_pod_cpu_m": 256000}, []),
+        ({"power_extender_default_pod_cpu_m": 256001}, ["power_extender_default_pod_cpu_m"]),
+        ({"power_extender_default_pod_cpu_m": -1}, ["power_extender_default_pod_cpu_m"]),
+        ({"power_extender_default_pod_cpu_m": 1.5}, ["power_extender_default_pod_cpu_m"]),
+        ({"power_extender_default_pod_cpu_m": None}, ["power_extender_default_pod_cpu_m"]),
         ({"power_extender_stale_after": 1}, []),
         ({"power_extender_stale_after": 0.99}, ["power_extender_stale_after"]),
         ({"power_extender_stale_after": float("inf")}, ["power_extender_stale_after"]),
