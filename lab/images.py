@@ -176,6 +176,16 @@ IMAGES = (
         script="stress_ng.py",
         cpu_use="stress-ng",
     ),
+    Image(
+        repository="docker.io/library/alpine",
+        tag="3.17.3",
+        # no ENTRYPOINT, CMD ["/bin/sh"]; the power demo's init container runs its sleep (busybox)
+        entrypoint=("sh",),
+        version="Debian bookworm's dash and coreutils sleep",
+        why="the power demo's dormant start: its init container sleeps before stress-ng starts",
+        system_path="/bin/sh",
+        also=(("sleep", "/usr/bin/sleep"),),
+    ),
 )
 
 

@@ -30,6 +30,12 @@ one:
   with kubelet's back-off (10 s doubling to 5 min, here 1 s to 20 s), ``restartPolicy``;
 - the pod's status (phase, podIP, conditions, container states with ``CrashLoopBackOff`` and the
   last termination, restart counts), patched through the API with the node's own credentials;
+- init containers (``spec.initContainers``) as kubelet runs them: one at a time, in order, each to a
+  successful end before the next and before any container (``PodInitializing``); a failed one is
+  retried with the back-off, or fails the pod under ``restartPolicy: Never``; the pod is
+  ``Pending`` and ``Initialized`` false until the last one ends, and ``initContainerStatuses`` show
+  them (``Init:0/1`` in ``kubectl get pods``); sidecars (an init container with ``restartPolicy:
+  Always``) are not run and say so;
 - output in ``/var/log/pods/<ns>_<pod>_<uid>/<container>/0.log``, linked from ``/var/log/containers``;
 - deletion: a pod marked for deletion is stopped within its grace period, then removed from the
   API (``gracePeriodSeconds: 0``), and its directory with it.
@@ -1059,9 +1065,12 @@ class ApiPod:
         self.pod_ip = node_ip if self.host_network else pod_ip
         self.pod_dir = pathlib.Path("/var/lib/kubelet/pods") / self.uid
         self.log_dir = log_dir
+        spec = pod.get("spec") or {}
         self.containers = [
-            Container(c, image_map.get(reference_of(str(c.get("image", "")))))
-            for c in (pod.get("spec") or {}).get("containers") or []
+            Container(c, image_map.get(reference_of(str(c.get("image", ""))))) for c in spec.get("containers") or []
+        ]
+        self.init_containers = [
+            Container(c, image_map.get(reference_of(str(c.get("image", ""))))) for c in spec.get("initContainers") or []
         ]
         for container in self.containers:
             container.readiness = ProbeState(container.spec.get("readinessProbe"))
@@ -1277,7 +1286,7 @@ class ApiPods:
 
     def _stop_pod(self, pod: ApiPod, grace: float) -> None:
         """Every container within ``grace``, then the pod's network namespace."""
-        for container in pod.containers:
+        for container in [*pod.init_containers, *pod.containers]:
             self._stop(pod, container, grace)
         if pod.sandbox is not None:
             pod.sandbox.remove()
@@ -1310,6 +1319,9 @@ class ApiPods:
                 log(f"{pod.key}: its network namespace is gone: making it anew")
                 for container in pod.containers:
                     self._stop(pod, container, 0)
+                for container in pod.init_containers:  # kubelet runs them again in a new sandbox
+                    self._stop(pod, container, 0)
+                    container.finished = None
             sandbox = PodSandbox(pod.uid, pod.pod_ip, pod_hostname(pod.pod))
             try:
                 sandbox.create()
@@ -1334,14 +1346,33 @@ class ApiPods:
         else:
             with contextlib.suppress(PodError, RuntimeError, OSError):
                 pod.volumes.refresh_tokens()
+        if not self._initialized(pod, now):
+            for container in pod.containers:
+                container.waiting_reason, container.waiting_message = "PodInitializing", ""
+            return
         for container in pod.containers:
             self._supervise_container(pod, container, now)
+
+    def _initialized(self, pod: ApiPod, now: float) -> bool:
+        """Init containers one at a time, in order, each to a successful end before the next
+        (kubelet's computeInitContainerActions); False while one runs, waits or has failed for good."""
+        for container in pod.init_containers:
+            if container.spec.get("restartPolicy") == "Always":
+                container.waiting_reason = "CreateContainerConfigError"
+                container.waiting_message = "the lab's kubelet does not run sidecar containers (init containers "
+                container.waiting_message += "with restartPolicy: Always)"
+                return False
+            if container.finished is None:
+                self._supervise_container(pod, container, now, init=True)
+            if container.finished is None or container.finished["exitCode"] != 0:
+                return False
+        return True
 
     def _fs_group(self, pod: ApiPod) -> int | None:
         group = ((pod.pod.get("spec") or {}).get("securityContext") or {}).get("fsGroup")
         return int(group) if group is not None else None
 
-    def _supervise_container(self, pod: ApiPod, container: Container, now: float) -> None:
+    def _supervise_container(self, pod: ApiPod, container: Container, now: float, init: bool = False) -> None:
         if container.image is None:
             container.waiting_reason = "ErrImagePull"
             container.waiting_message = (
@@ -1358,12 +1389,12 @@ class ApiPods:
                 if now - container.started_at > BACKOFF_RESET_AFTER:
                     container.backoff = BACKOFF_INITIAL
                 return
-            self._exited(pod, container, code, now)
+            self._exited(pod, container, code, now, init)
             return
         if now >= container.next_start:
             self._start(pod, container, now)
 
-    def _exited(self, pod: ApiPod, container: Container, code: int, now: float) -> None:
+    def _exited(self, pod: ApiPod, container: Container, code: int, now: float, init: bool = False) -> None:
         if code < 0:
             code = 128 - code  # killed by a signal: the shell's and the runtime's 128 + signal
         terminated = {
@@ -1375,7 +1406,9 @@ class ApiPods:
         container.process = None
         container.started = False
         policy = pod.restart_policy
-        if policy == "Never" or (policy == "OnFailure" and code == 0):
+        # An init container that succeeded is done whatever the policy; a failed one is retried
+        # unless the pod's policy is Never (then the pod fails).
+        if policy == "Never" or (policy == "OnFailure" or init) and code == 0:
             container.finished = terminated
             log(f"{pod.key}/{container.name} exited with {code}; restartPolicy {policy}: not restarted")
             return
@@ -1514,35 +1547,46 @@ class ApiPods:
         log(f"{pod.key}/{container.name}: stopped")
 
     # --- status ------------------------------------------------------------------------------
+    @staticmethod
+    def _container_status(container: Container, init: bool = False) -> dict:
+        state: dict
+        if container.running():
+            state = {"running": {"startedAt": now_rfc3339(container.started_wall)}}
+        elif container.finished is not None:
+            state = {"terminated": container.finished}
+        else:
+            reason = container.waiting_reason or ("PodInitializing" if init else "ContainerCreating")
+            waiting = {"reason": reason}
+            if container.waiting_message:
+                waiting["message"] = container.waiting_message
+            state = {"waiting": waiting}
+        # kubelet: an init container is ready once it has ended successfully
+        succeeded = container.finished is not None and container.finished["exitCode"] == 0
+        entry = {
+            "name": container.name,
+            "image": container.spec.get("image", ""),
+            "imageID": "",
+            "containerID": f"lab://{container.process.pid}" if container.running() else "",
+            "ready": succeeded if init else container.ready(),
+            "started": container.running() and (container.started or init),
+            "restartCount": container.restarts,
+            "state": state,
+        }
+        if container.last_terminated:
+            entry["lastState"] = {"terminated": container.last_terminated}
+        return entry
+
     def status(self, pod: ApiPod) -> dict:
-        statuses = []
-        for container in pod.containers:
-            state: dict
-            if container.running():
-                state = {"running": {"startedAt": now_rfc3339(container.started_wall)}}
-            elif container.finished is not None:
-                state = {"terminated": container.finished}
-            else:
-                waiting = {"reason": container.waiting_reason or "ContainerCreating"}
-                if container.waiting_message:
-                    waiting["message"] = container.waiting_message
-                state = {"waiting": waiting}
-            entry = {
-                "name": container.name,
-                "image": container.spec.get("image", ""),
-                "imageID": "",
-                "containerID": f"lab://{container.process.pid}" if container.running() else "",
-                "ready": container.ready(),
-                "started": container.running() and container.started,
-                "restartCount": container.restarts,
-                "state": state,
-            }
-            if container.last_terminated:
-                entry["lastState"] = {"terminated": container.last_terminated}
-            statuses.append(entry)
-        ready = bool(statuses) and all(s["ready"] for s in statuses)
+        statuses = [self._container_status(c) for c in pod.containers]
+        init_statuses = [self._container_status(c, init=True) for c in pod.init_containers]
+        initialized = all(s["ready"] for s in init_statuses)
+        ready = initialized and bool(statuses) and all(s["ready"] for s in statuses)
         finished = [c.finished for c in pod.containers]
-        if finished and all(f is not None for f in finished):
+        if any(c.finished is not None and c.finished["exitCode"] != 0 for c in pod.init_containers):
+            phase = "Failed"  # restartPolicy Never: a failed init container fails the pod
+        elif not initialized:
+            phase = "Pending"
+        elif finished and all(f is not None for f in finished):
             phase = "Succeeded" if all(f["exitCode"] == 0 for f in finished) else "Failed"
         elif any(c.running() or c.finished is not None for c in pod.containers):
             phase = "Running"
@@ -1557,7 +1601,7 @@ class ApiPods:
             "phase": phase,
             "conditions": [
                 condition("PodReadyToStartContainers", pod.volumes is not None),
-                condition("Initialized", True),
+                condition("Initialized", initialized),
                 condition("Ready", ready),
                 condition("ContainersReady", ready),
                 condition("PodScheduled", True),
@@ -1569,6 +1613,8 @@ class ApiPods:
             "startTime": now_rfc3339(pod.start_wall),
             "containerStatuses": statuses,
         }
+        if init_statuses:
+            status["initContainerStatuses"] = init_statuses
         if pod.setup_error:
             status["message"] = pod.setup_error
         return status

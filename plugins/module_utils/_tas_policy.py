@@ -421,6 +421,35 @@ def _policy_object(entry, default_namespace):
     }
 
 
+def moved_policies(found, desired):
+    """The policies of ours in the cluster (``found``, TASPolicy objects as read) that a policy of this
+    run (``desired``) has left: same name, ours by :data:`MANAGED_LABELS`, in a namespace no policy of
+    that name is applied to now. Changing ``tas_policy_namespace`` (or turning the power demo on, which
+    moves the power policy to the demo's namespace) would otherwise leave the old one behind,
+    scheduling that namespace's pods by a policy nobody maintains. A policy of ours whose name this
+    run does not give is not touched: only ``state: absent`` removes policies."""
+    wanted = {}
+    for policy in desired or []:
+        metadata = policy.get("metadata") or {}
+        wanted.setdefault(metadata.get("name"), set()).add(metadata.get("namespace"))
+    moved = []
+    for policy in found or []:
+        metadata = (policy.get("metadata") or {}) if isinstance(policy, dict) else {}
+        labels = metadata.get("labels") or {}
+        name, namespace = metadata.get("name"), metadata.get("namespace")
+        ours = all(labels.get(key) == value for key, value in MANAGED_LABELS.items())
+        if ours and name in wanted and namespace not in wanted[name]:
+            moved.append(
+                {
+                    "apiVersion": policy.get("apiVersion", API_VERSION),
+                    "kind": policy.get("kind", KIND),
+                    "metadata": {"name": name, "namespace": namespace},
+                    "spec": _plain_copy(policy.get("spec") or {}),
+                }
+            )
+    return sorted(moved, key=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"]))
+
+
 def policy_objects(power, extra, default_namespace, variable="tas_policy_policies"):
     """The TASPolicy objects of one run and the problems with their shape: ``power`` (the role's own
     policy, or None) first, then each entry of ``extra``, each normalised (:func:`normalize_policy`)

@@ -582,7 +582,8 @@ def test_power_demo(converged, api, lab):
     """In the policy's existing namespace (default): the demo's objects, nothing changed on the
     namespace (it is not ours), the HPA of an earlier version removed, idempotent, removed with
     state=absent. The demo scaling in its own namespace is test_site.py's."""
-    demo = {"poweraware_enable_power_demo": True}
+    # the policy's namespace given: the demo follows it (with the demo on it would be power-demo)
+    demo = {"poweraware_enable_power_demo": True, "tas_policy_namespace": "default"}
     labels_before = api["core"].read_namespace("default").metadata.labels
     # the HPA an earlier version of the role named after the Deployment: the run removes it
     api["autoscaling"].create_namespaced_horizontal_pod_autoscaler(
@@ -629,6 +630,14 @@ def test_power_demo(converged, api, lab):
         assert [(e.key, e.operator, e.values) for e in term.match_expressions] == [(POLICY, "NotIn", ["violating"])]
         (container,) = template.spec.containers
         assert container.args == ["--cpu", "12", "--timeout", "300s"]  # the demo's load
+        # the demo's dormant start: its init container sleeps 30 s before stress-ng starts
+        (init,) = template.spec.init_containers
+        assert (init.name, init.image, init.command) == (
+            "init-stress-ng",
+            "docker.io/library/alpine:3.17.3",
+            ["sleep", "30"],
+        )
+        assert init.resources.limits == {"cpu": "50m", "memory": "50Mi"}
         assert container.resources.limits["telemetry/scheduling"] == "1"
         again = run(lab, tags=["power_demo"], extra_vars=demo)
         assert again.rc == 0 and again.changed == 0, again

@@ -313,3 +313,74 @@ def test_unmapped_images_stay_simulated_by_kwok(lab, apis, namespace):
         status = json.loads((lab.node_disk(node) / "var/lib/kubelet/lab-static-pods.json").read_text())
         assert all(not key.startswith(f"{namespace}/") for key in status.get("api_pods", {}))
     assert kubelet_pods.claims(core.api_client.sanitize_for_serialization(pod), {}) is False
+
+
+ALPINE = "docker.io/library/alpine:3.17.3"  # the power demo's init image, mapped to this machine's sleep and sh
+
+
+def _alpine(name: str, *command: str) -> dict:
+    return {"name": name, "image": ALPINE, "command": list(command)}
+
+
+def test_init_containers_run_in_order_to_the_end_before_the_containers(lab, apis, namespace):
+    """kubelet's rule: one init container at a time, each to a successful end, then the containers; until
+    then the pod is Pending, not Initialized, its containers waiting PodInitializing. A failed init
+    container fails the pod under restartPolicy Never, and its containers never start."""
+    core, _apps, _rbac = apis
+    worker = sorted(lab.worker_nodes)[0]
+
+    def pod(name: str, init: list[dict]) -> dict:
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name},
+            "spec": {
+                "nodeName": worker,
+                "restartPolicy": "Never",
+                "initContainers": init,
+                "containers": [_alpine("main", "sleep", "1")],
+            },
+        }
+
+    core.create_namespaced_pod(
+        namespace, pod("ordered", [_alpine("first", "sleep", "3"), _alpine("second", "sleep", "1")])
+    )
+
+    def status():
+        return core.read_namespaced_pod("ordered", namespace).status
+
+    def initializing(s):
+        conditions = {c.type: c.status for c in s.conditions or []}
+        inits = {c.name: c.state for c in s.init_container_statuses or []}
+        main = (s.container_statuses or [None])[0]
+        return (
+            s.phase == "Pending"
+            and conditions.get("Initialized") == "False"
+            and inits.get("first") is not None
+            and inits["first"].running is not None
+            and inits["second"].waiting is not None
+            and main is not None
+            and main.state.waiting is not None
+            and main.state.waiting.reason == "PodInitializing"
+            and s
+        )
+
+    seen = wait_until(lambda: initializing(status()), 30, "the first init container running, the rest waiting")
+    done = wait_until(lambda: (s := status()).phase == "Succeeded" and s, 60, "the pod to run through to Succeeded")
+    first, second = done.init_container_statuses
+    assert first.state.terminated.exit_code == 0 and second.state.terminated.exit_code == 0
+    assert first.ready and second.ready
+    # in order: the second started once the first had ended, and the container after both
+    assert second.state.terminated.started_at >= first.state.terminated.finished_at
+    assert done.container_statuses[0].state.terminated.started_at >= second.state.terminated.finished_at
+    assert {c.type: c.status for c in done.conditions}["Initialized"] == "True"
+
+    core.create_namespaced_pod(namespace, pod("failing", [_alpine("fails", "sh", "-c", "exit 3")]))
+    failed = wait_until(
+        lambda: (s := core.read_namespaced_pod("failing", namespace).status).phase == "Failed" and s,
+        30,
+        "the pod with a failing init container to fail",
+    )
+    assert failed.init_container_statuses[0].state.terminated.exit_code == 3
+    assert failed.container_statuses[0].state.waiting.reason == "PodInitializing"
+    print(f"PROOF init containers: while initializing {seen.phase}, then {done.phase}; failing init: {failed.phase}")

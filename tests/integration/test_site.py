@@ -532,10 +532,9 @@ DEMO_POLICY = "power-sensitive-scheduling-policy"  # the demo's TASPolicy; TAS's
 
 
 def _demo_run(lab, tags=("tas_policy", "power_demo"), **extra):
+    # No namespace given: with the demo on, the policy and the demo follow the demo into power-demo.
     demo = {
         "poweraware_enable_power_demo": True,
-        "tas_policy_namespace": DEMO_NAMESPACE,
-        "power_demo_namespace": DEMO_NAMESPACE,
         # the demo's README: TAS keeps pods off nodes above 80 percent of their TDP
         "tas_policy_max_tdp_percent": 80,
         **extra,
@@ -582,7 +581,7 @@ def test_the_power_demo_scales_out_on_node_power_and_back_in(site, api, lab):
     highest), so they do. The old watts variable is refused before anything changes (idempotence,
     the defaults and the removal of an earlier version's HPA: test_cluster_stack.py's
     test_power_demo)."""
-    core, autoscaling = api["core"], api["autoscaling"]
+    core, autoscaling, custom = api["core"], api["autoscaling"], api["custom"]
     assert DEMO_NAMESPACE not in {n.metadata.name for n in core.list_namespace().items}
 
     refused = _demo_run(lab, tags=["power_demo"], power_demo_hpa_target_watts=50)
@@ -603,6 +602,8 @@ def test_the_power_demo_scales_out_on_node_power_and_back_in(site, api, lab):
     # TAS's deschedule strategy marks a node above 55 % of TDP violating; a loaded one is above 62
     fast = {
         "power_demo_cpu_workers": workers,
+        # the demo's dormant start, shorter (30 s by default): each new pod sleeps in its init container first
+        "power_demo_start_delay_seconds": 3,
         "tas_policy_deschedule_enabled": True,
         "tas_policy_deschedule_tdp_percent": 55,
     }
@@ -611,6 +612,13 @@ def test_the_power_demo_scales_out_on_node_power_and_back_in(site, api, lab):
     try:
         first = _demo_run(lab, **fast)
         assert first.rc == 0 and first.changed > 0, first
+        # the site's policy moved with the demo: from default (the converge's) to power-demo, none left behind
+        policies = custom.list_cluster_custom_object("telemetry.intel.com", "v1alpha1", "taspolicies")["items"]
+        assert {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in policies} == {
+            (DEMO_NAMESPACE, DEMO_POLICY)
+        }, policies
+        pod = wait_until(lambda: _demo_pods(core), 60, "the first demo pod")[0]
+        assert [c.command for c in pod.spec.init_containers] == [["sleep", "3"]]
         namespace = core.read_namespace(DEMO_NAMESPACE)
         assert namespace.metadata.labels["pod-security.kubernetes.io/enforce"] == "restricted"
         (hpa,) = autoscaling.list_namespaced_horizontal_pod_autoscaler(DEMO_NAMESPACE).items
@@ -692,6 +700,11 @@ def test_the_power_demo_scales_out_on_node_power_and_back_in(site, api, lab):
         # TAS removed its violating labels (its Cleanup) before the role withdrew its node permission
         left = [n.metadata.name for n in core.list_node().items if DEMO_POLICY in n.metadata.labels]
         assert not left, left
+        # the demo off again: the site's policy back in default, where the converge put it
+        back = run_site(lab, tags=["tas_policy"])
+        assert back.rc == 0, back
+        policies = custom.list_cluster_custom_object("telemetry.intel.com", "v1alpha1", "taspolicies")["items"]
+        assert {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in policies} == {("default", DEMO_POLICY)}
         # the namespace stays (the policy may live there): the demo's user deletes it, as here
         core.delete_namespace(DEMO_NAMESPACE)
         wait_until(

@@ -172,8 +172,9 @@ def base_variables(role_dir: pathlib.Path) -> dict:
     variables.update(_load(role_dir / "defaults" / "main.yml") or {})
     variables.update(_load(role_dir / "vars" / "main.yml") or {})
     variables.update(STUBS.get(role_dir.name, {}))
-    if f"{role_dir.name}_image" in variables:  # set by the role's first task (filter image_reference)
-        variables[f"_{role_dir.name}_image_reference"] = "registry.example/image:v1"
+    for name in list(variables):  # set by the role's first task (filter image_reference)
+        if name.startswith(f"{role_dir.name}_") and name.endswith("_image"):
+            variables.setdefault(f"_{name}_reference", "registry.example/image:v1")
     variables.update({"ansible_check_mode": False, "inventory_hostname": "worker-1", "poweraware_node_root": "/"})
     return variables
 

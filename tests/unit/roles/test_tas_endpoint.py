@@ -18,7 +18,8 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
 ROLES = pathlib.Path(__file__).resolve().parents[3] / "roles"
-FALLBACK = re.compile(r"\b(tas_[a-z_]+)\s*\|\s*default\(([^()]*)\)")
+# the tas role's variables (tas_policy_* are the tas_policy role's: test_the_demo_follows_the_policys_namespace)
+FALLBACK = re.compile(r"\b(tas_(?!policy_)[a-z_]+)\s*\|\s*default\(([^()]*)\)")
 
 
 def defaults(role: str) -> dict:
@@ -98,3 +99,19 @@ def test_with_our_extender_kube_scheduler_calls_it_where_the_power_extender_role
     assert render(moved, registration["url_prefix"]) == "https://127.0.0.1:10300"
     assert render(moved, extender["scheduler_extender_ca_key"]) == "/etc/pki/ours/ca.key"
     assert render(with_role_vars({}), extender["scheduler_extender_extenders"])[0]["filter_verb"] == "scheduler/filter"
+
+
+@pytest.mark.parametrize("demo", [True, "true"])  # inventory YAML, and -e poweraware_enable_power_demo=true
+def test_the_demo_follows_the_policys_namespace(demo):
+    """The power demo's pods must live in the TAS policy's namespace: with the demo on both are the demo's
+    power-demo, whether the play sees the tas_policy role's default (its roles are imported in one play) or
+    not; a tas_policy_namespace the inventory gives is followed."""
+    policy_default = defaults("tas_policy")["tas_policy_namespace"]
+    demo_default = defaults("power_demo")["power_demo_namespace"]
+    on = {"poweraware_enable_power_demo": demo}
+    policy_namespace = render(on, policy_default)
+    assert policy_namespace == "power-demo"
+    assert render({**on, "tas_policy_namespace": policy_namespace}, demo_default) == policy_namespace
+    assert render(on, demo_default) == policy_namespace  # the tas_policy role not in the play
+    assert render({**on, "tas_policy_namespace": "team-a"}, demo_default) == "team-a"
+    assert render({}, policy_default) == "default"

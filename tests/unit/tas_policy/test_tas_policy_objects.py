@@ -16,6 +16,8 @@ from ansible.errors import AnsibleFilterError
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 from ansible_collections.poweraware.k8s.plugins.filter.tas_policy_errors import tas_policy_errors
+from ansible_collections.poweraware.k8s.plugins.filter.tas_policy_moved import tas_policy_moved
+from ansible_collections.poweraware.k8s.plugins.filter.tas_policy_node_permissions import tas_policy_node_permissions
 from ansible_collections.poweraware.k8s.plugins.filter.tas_policy_objects import tas_policy_objects
 from ansible_collections.poweraware.k8s.plugins.module_utils._tas_policy import MANAGED_LABELS, node_labeling_strategies
 from poweraware_testing import TAS_README_POLICY as README_POLICY
@@ -103,7 +105,9 @@ def test_content_problems_name_their_policy():
 
 
 def render_power_policy(**overrides) -> dict:
-    variables = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    # role defaults are templates to Ansible (tas_policy_namespace's follows the power demo)
+    variables = {key: trust_as_template(v) if isinstance(v, str) else v for key, v in defaults.items()}
     variables.update({"tas_namespace": "telemetry-aware-scheduling"}, **overrides)
     template = (ROLE / "templates" / "taspolicy.yml.j2").read_text()
     return yaml.safe_load(Templar(loader=DataLoader(), variables=variables).template(trust_as_template(template)))
@@ -159,3 +163,75 @@ def test_the_labels_tas_holds_for_removed_policies():
     assert tas_policy_node_labels([], readme) == []
     with pytest.raises(AnsibleFilterError, match="must be a list of Nodes"):
         tas_policy_node_labels({"items": nodes}, readme)
+
+
+# --- a policy whose namespace changed (tas_policy_moved) ----------------------------------------------
+def _found(namespace: str, name: str = "power-sensitive-scheduling-policy", labels=None) -> dict:
+    return {
+        "apiVersion": "telemetry.intel.com/v1alpha1",
+        "kind": "TASPolicy",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": dict(MANAGED_LABELS) if labels is None else labels,
+            "resourceVersion": "42",
+        },
+        "spec": {
+            "strategies": {"deschedule": {"rules": [{"metricname": "m", "operator": "GreaterThan", "target": 1}]}}
+        },
+    }
+
+
+def test_a_policy_of_ours_left_in_its_old_namespace_is_found_and_nothing_else():
+    power = copy.deepcopy(POWER)
+    power["metadata"]["namespace"] = "power-demo"
+    (desired,) = tas_policy_objects(power, [], "power-demo")
+    found = [
+        _found("default"),  # ours, moved to power-demo: found
+        _found("power-demo"),  # ours where it belongs
+        _found("team-a", labels={"app.kubernetes.io/name": "telemetry-aware-scheduling"}),  # not managed by us
+        _found("team-b", labels={}),  # a user's of the same name
+        _found("default", name="another-policy"),  # ours, of a name this run does not give: absent's to remove
+    ]
+    moved = tas_policy_moved(found, [desired])
+    assert moved == [
+        {
+            "apiVersion": "telemetry.intel.com/v1alpha1",
+            "kind": "TASPolicy",
+            "metadata": {"name": "power-sensitive-scheduling-policy", "namespace": "default"},
+            "spec": found[0]["spec"],
+        }
+    ]
+    # its node-labelling permission goes with it (the RBAC name carries the old namespace)
+    withdraw = tas_policy_node_permissions(moved, "absent")["withdraw"]
+    assert [w["metadata"]["name"] for w in withdraw] == [
+        "poweraware:tas-policy:default:power-sensitive-scheduling-policy"
+    ] * 2
+    # a policy of that name kept in both namespaces by this run (tas_policy_policies) is not moved
+    both = tas_policy_objects(copy.deepcopy(power), [copy.deepcopy(POWER)], "power-demo")
+    assert tas_policy_moved(found, both) == []
+    assert tas_policy_moved([], [desired]) == []
+
+
+@pytest.mark.parametrize(
+    ("found", "desired", "message"),
+    [
+        ("not a list", [], "the input must be the TASPolicy objects read from the cluster"),
+        ([{"metadata": {"name": "x"}}], [], "the input must be the TASPolicy objects read from the cluster"),
+        ([], [{"spec": {}}], "desired must be the list of TASPolicy objects"),
+    ],
+)
+def test_tas_policy_moved_refuses_what_is_not_its_input(found, desired, message):
+    with pytest.raises(AnsibleFilterError, match=message):
+        tas_policy_moved(found, desired)
+
+
+def test_the_power_policy_follows_the_power_demo_into_its_namespace():
+    """tas_policy_namespace's default: default, or the TAS power demo's power-demo while the demo is on
+    (a string from -e as well); a namespace given wins."""
+    assert render_power_policy()["metadata"]["namespace"] == "default"
+    assert render_power_policy(poweraware_enable_power_demo="false")["metadata"]["namespace"] == "default"
+    for on in (True, "true", "yes"):
+        assert render_power_policy(poweraware_enable_power_demo=on)["metadata"]["namespace"] == "power-demo"
+    given = render_power_policy(poweraware_enable_power_demo=True, tas_policy_namespace="team-a")
+    assert given["metadata"]["namespace"] == "team-a"
