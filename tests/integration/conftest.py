@@ -67,6 +67,7 @@ class LabHandle:
         lab_http_get(url): (status, body) of a plain-HTTP GET made from inside the lab's network.
         simulated_power(): the lab's power meter now, per worker (server, utilisation, watts, TDP).
         node_custom_metric(metric): node -> value of the custom metrics API's ``nodes/*/<metric>``.
+        prometheus_query(query, namespace): an instant query's result on the cluster stack's Prometheus.
         scheduler_log(): kube-scheduler's current log file (kubelet's /var/log/pods file on the node's disk).
     """
 
@@ -130,6 +131,18 @@ class LabHandle:
             return {}
         items = json.loads(response.read() or response.data)["items"]
         return {item["describedObject"]["name"]: _quantity(item["value"]) for item in items}
+
+    def prometheus_query(self, query: str, namespace: str = "monitoring") -> list[dict]:
+        """An instant query on the cluster stack's own Prometheus (its pod, from inside the lab's network):
+        the ``result`` of ``/api/v1/query``."""
+        from kubernetes import client
+
+        core = client.CoreV1Api(self.api_client())
+        pod = core.list_namespaced_pod(namespace, label_selector="app.kubernetes.io/name=prometheus").items[0]
+        url = f"http://{pod.status.pod_ip}:9090/api/v1/query?" + urllib.parse.urlencode({"query": query})
+        status, body = self.lab_http_get(url)
+        assert status == 200, body[:500]
+        return json.loads(body)["data"]["result"]
 
     def _border_pid(self) -> int:
         return cluster.Lab.from_state(self.state_dir, log=lambda _m: None).processes["network"]["pid"]

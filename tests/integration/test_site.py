@@ -6,6 +6,7 @@ lab, then runs it again and in check mode side by side; these tests check the th
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -17,7 +18,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.parse
 import uuid
 
 import pytest
@@ -847,14 +847,6 @@ SWEEP_LEVELS = tuple(range(0, 101, 10))
 SWEEP_HOLD_S = 15
 
 
-def _prometheus_query(lab, api, query: str) -> list[dict]:
-    pod = api["core"].list_namespaced_pod("monitoring", label_selector="app.kubernetes.io/name=prometheus").items[0]
-    url = f"http://{pod.status.pod_ip}:9090/api/v1/query?" + urllib.parse.urlencode({"query": query})
-    status, body = lab.lab_http_get(url)
-    assert status == 200, body[:500]
-    return json.loads(body)["data"]["result"]
-
-
 # load-watcher's Prometheus provider's query for every host's CPU (its window here one minute)
 WATCHER_CPU = "avg_over_time(instance:node_cpu:ratio[1m])"
 
@@ -892,7 +884,7 @@ def test_power_models_are_fitted_from_the_stacks_own_prometheus(site, api, lab):
     ]
 
     def exported_util() -> dict[str, float]:
-        return {r["metric"]["node"]: float(r["value"][1]) for r in _prometheus_query(lab, api, util_query)}
+        return {r["metric"]["node"]: float(r["value"][1]) for r in lab.prometheus_query(util_query)}
 
     # collectd exports every node's utilisation, and it is the meter's: a steady load, within 2 points
     # once the last collectd interval and scrape (up to 25 s) cover it
@@ -906,7 +898,7 @@ def test_power_models_are_fitted_from_the_stacks_own_prometheus(site, api, lab):
     # load-watcher's view of the same utilisation (what Trimaran and Peaks read): the recorded
     # instance:node_cpu:ratio, asked for all hosts as its Prometheus provider asks, keyed by node name
     def watcher_consistent():
-        seen = {r["metric"]["instance"]: 100 * float(r["value"][1]) for r in _prometheus_query(lab, api, WATCHER_CPU)}
+        seen = {r["metric"]["instance"]: 100 * float(r["value"][1]) for r in lab.prometheus_query(WATCHER_CPU)}
         simulated = lab.simulated_power()
         pairs = {w: (round(seen[w], 2), simulated[w]["util_percent"]) for w in workers if w in seen}
         return len(pairs) == len(workers) and all(abs(a - b) <= 2.0 for a, b in pairs.values()) and pairs
@@ -1114,6 +1106,69 @@ def test_peaks_places_a_pod_where_the_published_model_predicts_the_smallest_jump
     assert node in best, (rows, sorted(best))
     # the proof needs a node Peaks must not pick: not every worker ties for the best score
     assert len(best) < len(jumps[0]), f"every worker scores the same: {rows}"
+
+
+def test_peaks_sizes_a_pod_without_requests_where_the_default_request_is_given(site, api, lab):
+    """Upstream Peaks sizes a pod by its CPU request: one that requests nothing is sized 0 and every node
+    ties. peaks_default_cpu_request_namespaces gives such containers a request (a LimitRange), and Peaks
+    then places the pod on the node whose model predicts the smallest jump for it. A namespace that does
+    not exist stops the run before anything is applied; a namespace taken off the list loses it."""
+    from kubernetes.client.rest import ApiException
+
+    core = api["core"]
+    namespace = f"peaks-sized-{uuid.uuid4().hex[:6]}"
+    core.create_namespace({"metadata": {"name": namespace}})
+    size = {"peaks_default_cpu_request": f"{PEAKS_POD_CPU_M}m"}
+    try:
+        refused = run_site(
+            lab, tags=["peaks"], extra_vars={**size, "peaks_default_cpu_request_namespaces": [namespace, "no-such-ns"]}
+        )
+        assert refused.rc != 0, refused
+        assert "peaks_default_cpu_request_namespaces: no-such-ns do not exist" in refused.stdout, refused
+        assert not core.list_namespaced_limit_range(namespace).items
+        # a plain string, as -e gives it
+        applied = run_site(lab, tags=["peaks"], extra_vars={**size, "peaks_default_cpu_request_namespaces": namespace})
+        assert applied.rc == 0 and applied.changed > 0, applied
+        (limits,) = core.list_namespaced_limit_range(namespace).items
+        assert parse_quantity(limits.spec.limits[0].default_request["cpu"]) * 1000 == PEAKS_POD_CPU_M
+
+        models = json.loads(
+            core.read_namespaced_config_map("peaks-node-power-model", "kube-system").data["power_model"]
+        )
+        capacity = {
+            n.metadata.name: float(parse_quantity(n.status.capacity["cpu"])) * 1000 for n in core.list_node().items
+        }
+        rows = []
+        for attempt in range(3):
+            before = _watcher_cpu(lab, core)
+            name = f"bare-{attempt}"
+            bare = {"name": "app", "image": "registry.k8s.io/pause:3.10"}  # no resources at all
+            pod = {"metadata": {"name": name}, "spec": {"schedulerName": "Peaks", "containers": [bare]}}
+            created = core.create_namespaced_pod(namespace, pod)
+            # the API server gave it the request (LimitRanger), which Peaks sizes it by
+            requests = created.spec.containers[0].resources.requests
+            assert set(requests) == {"cpu"} and parse_quantity(requests["cpu"]) * 1000 == PEAKS_POD_CPU_M, requests
+            node = wait_until(
+                lambda n=name: core.read_namespaced_pod(n, namespace).spec.node_name, 60, "Peaks to bind the pod"
+            )
+            with contextlib.suppress(ApiException):
+                core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+            after = _watcher_cpu(lab, core)
+            jumps = [_peaks_jumps(models, cpu, capacity, PEAKS_POD_CPU_M) for _stamp, cpu in (before, after)]
+            expected = {_peaks_best(j) for j in jumps}
+            rows.append(f"{name} -> {node}; " + ", ".join(f"{n} jump {jumps[0][n]:.2f} W" for n in sorted(jumps[0])))
+            if len(expected) == 1:
+                break
+        print("PROOF Peaks, a pod without requests:\n  " + "\n  ".join(rows))
+        assert len(expected) == 1, rows
+        best = expected.pop()
+        assert node in best and len(best) < len(jumps[0]), (rows, sorted(best))
+
+        removed = run_site(lab, tags=["peaks"], extra_vars={"peaks_default_cpu_request_namespaces": []})
+        assert removed.rc == 0 and removed.changed > 0, removed
+        assert not core.list_namespaced_limit_range(namespace).items
+    finally:
+        core.delete_namespace(namespace)
 
 
 DRIFT_TAGS = ["cpu_power", "nfd", "kube_state_metrics"]

@@ -294,18 +294,6 @@ def test_node_power_flows_from_rapl_to_the_custom_metrics_api(lab, converged):
     print("PROOF node power through collectd, Prometheus and the adapter:\n  " + "\n  ".join(rows))
 
 
-def _stack_prometheus(lab, query: str) -> list[dict]:
-    """An instant query on the stack's own Prometheus (its pod, from inside the lab's network)."""
-    import urllib.parse
-
-    pod = _core(lab).list_namespaced_pod(NS, label_selector="app.kubernetes.io/name=prometheus").items[0]
-    status, body = lab.lab_http_get(
-        f"http://{pod.status.pod_ip}:9090/api/v1/query?" + urllib.parse.urlencode({"query": query})
-    )
-    assert status == 200, body[:500]
-    return json.loads(body)["data"]["result"]
-
-
 DEMO_RULES = pathlib.Path(__file__).resolve().parent / "promtool" / "tas_power_demo_rules.yml"
 
 
@@ -323,11 +311,11 @@ def test_the_power_demos_series_beside_ours_in_the_stacks_prometheus(lab, conver
     def both():
         ours = {
             (r["metric"]["node"], r["metric"]["rapl"], r["metric"]["type"]): float(r["value"][1])
-            for r in _stack_prometheus(lab, "collectd_rapl_power")
+            for r in lab.prometheus_query("collectd_rapl_power")
         }
         seed = {
             (r["metric"]["node"], r["metric"]["__name__"]): float(r["value"][1])
-            for r in _stack_prometheus(lab, seed_names)
+            for r in lab.prometheus_query(seed_names)
         }
         return ours, seed
 
@@ -346,8 +334,8 @@ def test_the_power_demos_series_beside_ours_in_the_stacks_prometheus(lab, conver
     assert all(found == list(range(len(found))) and found for found in packages.values()), packages
     # the demo's rule as the demo ships it: a value only where a node has exactly two packages, ours
     demo_rule = yaml.safe_load(DEMO_RULES.read_text())["groups"][0]["rules"][0]
-    demo = {r["metric"]["node"]: float(r["value"][1]) for r in _stack_prometheus(lab, demo_rule["expr"])}
-    ours_avg = {r["metric"]["node"]: float(r["value"][1]) for r in _stack_prometheus(lab, "node_package_power_avg")}
+    demo = {r["metric"]["node"]: float(r["value"][1]) for r in lab.prometheus_query(demo_rule["expr"])}
+    ours_avg = {r["metric"]["node"]: float(r["value"][1]) for r in lab.prometheus_query("node_package_power_avg")}
     assert sorted(ours_avg) == every, ours_avg
     assert sorted(demo) == [node for node in every if len(packages[node]) == 2], (demo, packages)
     for node, value in demo.items():
