@@ -1037,6 +1037,10 @@ class Container:
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def succeeded(self) -> bool:
+        """Ended with exit code 0 and not restarted (an init container that is done)."""
+        return self.finished is not None and self.finished["exitCode"] == 0
+
     def ready(self) -> bool:
         if not self.running() or not self.started:
             return False
@@ -1066,12 +1070,11 @@ class ApiPod:
         self.pod_dir = pathlib.Path("/var/lib/kubelet/pods") / self.uid
         self.log_dir = log_dir
         spec = pod.get("spec") or {}
-        self.containers = [
-            Container(c, image_map.get(reference_of(str(c.get("image", ""))))) for c in spec.get("containers") or []
-        ]
-        self.init_containers = [
-            Container(c, image_map.get(reference_of(str(c.get("image", ""))))) for c in spec.get("initContainers") or []
-        ]
+
+        def made(field: str) -> list[Container]:
+            return [Container(c, image_map.get(reference_of(str(c.get("image", ""))))) for c in spec.get(field) or []]
+
+        self.containers, self.init_containers = made("containers"), made("initContainers")
         for container in self.containers:
             container.readiness = ProbeState(container.spec.get("readinessProbe"))
             container.liveness = ProbeState(container.spec.get("livenessProbe"))
@@ -1317,10 +1320,9 @@ class ApiPods:
             if pod.sandbox is not None:
                 # kubelet: a dead sandbox is made anew and the pod's containers restarted in it.
                 log(f"{pod.key}: its network namespace is gone: making it anew")
-                for container in pod.containers:
+                for container in [*pod.init_containers, *pod.containers]:
                     self._stop(pod, container, 0)
                 for container in pod.init_containers:  # kubelet runs them again in a new sandbox
-                    self._stop(pod, container, 0)
                     container.finished = None
             sandbox = PodSandbox(pod.uid, pod.pod_ip, pod_hostname(pod.pod))
             try:
@@ -1359,12 +1361,13 @@ class ApiPods:
         for container in pod.init_containers:
             if container.spec.get("restartPolicy") == "Always":
                 container.waiting_reason = "CreateContainerConfigError"
-                container.waiting_message = "the lab's kubelet does not run sidecar containers (init containers "
-                container.waiting_message += "with restartPolicy: Always)"
+                container.waiting_message = (
+                    "the lab's kubelet does not run sidecar containers (init containers with restartPolicy: Always)"
+                )
                 return False
             if container.finished is None:
                 self._supervise_container(pod, container, now, init=True)
-            if container.finished is None or container.finished["exitCode"] != 0:
+            if not container.succeeded():
                 return False
         return True
 
@@ -1560,14 +1563,13 @@ class ApiPods:
             if container.waiting_message:
                 waiting["message"] = container.waiting_message
             state = {"waiting": waiting}
-        # kubelet: an init container is ready once it has ended successfully
-        succeeded = container.finished is not None and container.finished["exitCode"] == 0
         entry = {
             "name": container.name,
             "image": container.spec.get("image", ""),
             "imageID": "",
             "containerID": f"lab://{container.process.pid}" if container.running() else "",
-            "ready": succeeded if init else container.ready(),
+            # kubelet: an init container is ready once it has ended successfully
+            "ready": container.succeeded() if init else container.ready(),
             "started": container.running() and (container.started or init),
             "restartCount": container.restarts,
             "state": state,
@@ -1582,7 +1584,7 @@ class ApiPods:
         initialized = all(s["ready"] for s in init_statuses)
         ready = initialized and bool(statuses) and all(s["ready"] for s in statuses)
         finished = [c.finished for c in pod.containers]
-        if any(c.finished is not None and c.finished["exitCode"] != 0 for c in pod.init_containers):
+        if any(c.finished is not None and not c.succeeded() for c in pod.init_containers):
             phase = "Failed"  # restartPolicy Never: a failed init container fails the pod
         elif not initialized:
             phase = "Pending"

@@ -7,23 +7,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.poweraware.k8s.plugins.module_utils._tas_policy import moved_policies
-
-
-def _objects(value) -> bool:
-    return isinstance(value, list) and all(
-        isinstance(p, dict) and isinstance(p.get("metadata"), dict) and {"name", "namespace"} <= set(p["metadata"])
-        for p in value
-    )
+from ansible_collections.poweraware.k8s.plugins.module_utils._tas_policy import moved_policies, named_policies
 
 
 def tas_policy_moved(found, desired):
     """The policies of ours that this run's policies left behind (see ``_tas_policy.moved_policies``)."""
-    if not _objects(found):
+    if not named_policies(found):
         raise AnsibleFilterError(
             "tas_policy_moved: the input must be the TASPolicy objects read from the cluster (k8s_info's resources)"
         )
-    if not _objects(desired):
+    if not named_policies(desired):
         raise AnsibleFilterError(
             "tas_policy_moved: desired must be the list of TASPolicy objects that poweraware.k8s.tas_policy_objects "
             "returns"

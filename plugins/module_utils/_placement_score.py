@@ -206,11 +206,9 @@ def rank_nodes(nodes, pod_cpu_request, pod_memory_request=None, wake="pod", pod_
         if reason:
             status, cost, util_after = "unfit", None, None
         else:
-            status, cost, util_after = placement_cost(predict, capacity, already, request, powered_off, wake)
-            if status != "unfit" and size != request:
-                # predicted for the pod's size, at most the node's whole capacity; it fits by its request
-                sized = min(size, max(capacity - already, 0))
-                status, cost, util_after = placement_cost(predict, capacity, already, sized, powered_off, wake)
+            # it fits by its request; it is predicted for its size, at most the CPU the node has free
+            sized = request if already + request > capacity else min(size, capacity - already)
+            status, cost, util_after = placement_cost(predict, capacity, already, sized, powered_off, wake)
             if status == "unfit":
                 reason = f"pod does not fit: utilisation would reach {util_after:.1f} % of CPU capacity"
             else:

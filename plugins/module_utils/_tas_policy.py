@@ -37,6 +37,8 @@ __all__ = [
     "STRATEGIES",
     "NODE_LABELING_STRATEGIES",
     "adapter_metric_name",
+    "moved_policies",
+    "named_policies",
     "node_labeling_strategies",
     "node_permissions",
     "node_rbac_name",
@@ -419,6 +421,16 @@ def _policy_object(entry, default_namespace):
         "metadata": {"name": entry.get("name"), "namespace": namespace, "labels": dict(MANAGED_LABELS)},
         "spec": {"strategies": _plain_copy(entry.get("strategies"))},
     }
+
+
+def named_policies(value):
+    """Whether ``value`` is a list of objects each with ``metadata.name`` and ``metadata.namespace``: the
+    input the filters that work on whole policies (``tas_policy_objects``' result, ``k8s_info``'s
+    resources) take."""
+    return isinstance(value, list) and all(
+        isinstance(p, dict) and isinstance(p.get("metadata"), dict) and {"name", "namespace"} <= set(p["metadata"])
+        for p in value
+    )
 
 
 def moved_policies(found, desired):
