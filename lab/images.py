@@ -157,7 +157,7 @@ IMAGES = (
     ),
     Image(
         repository="docker.io/library/python",
-        tag="3.12-slim",
+        tag="3.12.14-slim-bookworm",
         # the power_extender role's static pod runs python3 on our code from a host directory
         entrypoint=("python3",),
         version="3.11 (Debian bookworm's python3 package)",

@@ -12,6 +12,9 @@ run too, exactly the mistake a real node punishes. Each container of each pod ru
 - a YAML file named by such a flag (``--config``, a kubeconfig) that itself holds paths under a
   mountPath is translated into a copy under ``--run-dir`` with those paths rewritten, because a
   process here cannot see the container's view of the file system;
+- the process runs with the user, groups and capabilities of the container's ``securityContext``,
+  by the rules the API pods follow (kubelet_pods.run_as, kept_capabilities): kubeadm's pods set none
+  and run as root, our scheduler extender's runs as its uid with no capability;
 - the file is polled every ``--poll-interval`` seconds (1 s): when its content hash changes the old
   process is stopped (SIGTERM, SIGKILL after the grace period) and the new one started at once;
   content that does not parse must stay broken for two polls before the pod is stopped, so a
@@ -89,6 +92,10 @@ class ContainerSpec:
     argv: list[str]
     env: dict[str, str]
     cwd: pathlib.Path | None
+    # (uid, gid, groups) of its securityContext (kubelet_pods.run_as), None: root, as kubeadm's pods run
+    user: tuple | None = None
+    # the capabilities it keeps (kubelet_pods.kept_capabilities), None: the runner's own
+    capabilities: frozenset[int] | None = None
 
 
 @dataclasses.dataclass
@@ -136,7 +143,7 @@ def _translate_tree(node, mapper: PathMapper) -> tuple[object, bool]:
         return [value for value, _changed in items], any(changed for _value, changed in items)
     if isinstance(node, str):
         mapped = mapper.map(node)
-        if mapped is not None:
+        if mapped is not None and mapped != node:
             return mapped, True
     return node, False
 
@@ -200,7 +207,14 @@ def parse_manifest(content: bytes, node_root: pathlib.Path, bin_dir: pathlib.Pat
         env = {e["name"]: str(e.get("value", "")) for e in container.get("env") or [] if "name" in e}
         working_dir = container.get("workingDir")
         cwd = pathlib.Path(mapper.map(working_dir) or working_dir) if working_dir else None
-        containers.append(ContainerSpec(container.get("name", "container"), argv, env, cwd))
+        try:
+            # the user and capabilities kubelet and containerd give the container (no image USER:
+            # the images static pods run here, kubeadm's and a stock Python, have none)
+            user = kubelet_pods.run_as(pod, container)
+            capabilities = kubelet_pods.kept_capabilities(container)
+        except kubelet_pods.PodError as exc:
+            raise StaticPodError(f"container {container.get('name')!r}: {exc}") from exc
+        containers.append(ContainerSpec(container.get("name", "container"), argv, env, cwd, user, capabilities))
     grace = float(spec.get("terminationGracePeriodSeconds", 30))
     return PodSpec(name, meta.get("namespace", "default"), containers, min(grace, MAX_GRACE), pod)
 
@@ -509,7 +523,7 @@ class Runner:
                     stderr=subprocess.STDOUT,
                     cwd=container.cwd,
                     env=env,
-                    preexec_fn=self._preexec(pod),  # noqa: PLW1509 - single-threaded runner
+                    preexec_fn=self._preexec(pod, container),  # noqa: PLW1509 - single-threaded runner
                 )
             pod.processes.append(proc)
             log(f"started {pod.spec.name}/{container.name} pid {proc.pid} from {pod.manifest.name}")
@@ -517,20 +531,36 @@ class Runner:
         pod.started_wall = time.time()
         pod.ready = False
 
-    def _preexec(self, pod: RunningPod):
-        """kubelet's DNS for a static pod: ``ClusterFirstWithHostNet`` gets the cluster DNS in a
-        resolv.conf of its own (kube-scheduler reaching an extender by its Service name needs it);
-        every other policy of a host-network pod keeps the node's file."""
+    def _preexec(self, pod: RunningPod, container: ContainerSpec):
+        """What runs in the container's process before exec, in the order it must: kubelet's DNS for
+        a static pod (``ClusterFirstWithHostNet`` gets the cluster DNS in a resolv.conf of its own,
+        as kube-scheduler reaching an extender by its Service name needs; every other policy of a
+        host-network pod keeps the node's file: both need root), then the capabilities it keeps
+        (dropping them needs CAP_SETPCAP), then its user and groups, then the parent-death signal
+        (a change of uid clears it, prctl(2))."""
         assert pod.spec is not None
         manifest = dict(pod.spec.manifest)
         manifest.setdefault("metadata", {}).setdefault("namespace", pod.spec.namespace)
         text = kubelet_pods.resolv_conf(manifest, self.network.cluster_dns, self.network.cluster_domain)
-        if text is None:
-            return _die_with_parent
-        resolv = self.run_dir / f"{pod.spec.namespace}_{pod.spec.name}.resolv.conf"
-        resolv.parent.mkdir(parents=True, exist_ok=True)
-        resolv.write_text(text)
-        return lambda: kubelet_pods.enter_host_network_pod(str(resolv))
+        resolv = None
+        if text is not None:
+            resolv = self.run_dir / f"{pod.spec.namespace}_{pod.spec.name}.resolv.conf"
+            resolv.parent.mkdir(parents=True, exist_ok=True)
+            resolv.write_text(text)
+
+        def run() -> None:
+            if resolv is not None:
+                kubelet_pods.enter_host_network_pod(str(resolv))
+            if container.capabilities is not None:
+                kubelet_pods.limit_capabilities(container.capabilities)
+            if container.user is not None:
+                uid, gid, groups = container.user
+                os.setgroups(list(groups))
+                os.setgid(gid)
+                os.setuid(uid)
+            _die_with_parent()
+
+        return run
 
     def _stop(self, pod: RunningPod) -> None:
         if not pod.processes:

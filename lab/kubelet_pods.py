@@ -655,7 +655,7 @@ def kept_capabilities(container: dict) -> frozenset[int] | None:
     return frozenset(kept)
 
 
-def _limit_capabilities(kept: frozenset[int]) -> None:
+def limit_capabilities(kept: frozenset[int]) -> None:
     """Drop every other capability from the bounding set (before the uid changes: it needs
     CAP_SETPCAP). A process that stays uid 0 gets exactly the bounding set at exec; one that
     becomes non-root loses them all at setuid, as in a container without ambient capabilities."""
@@ -667,6 +667,34 @@ def _limit_capabilities(kept: frozenset[int]) -> None:
             if code == 22:  # EINVAL: past the kernel's last capability
                 break
             raise OSError(code, f"prctl(PR_CAPBSET_DROP, {number}): {os.strerror(code)}")
+
+
+def run_as(pod: dict, container: dict, image: dict | None = None) -> tuple | None:
+    """``(uid, gid, groups)`` a container's process runs as, by kubelet's and the runtime's rules:
+    the container's ``securityContext`` over the pod's, else the image's USER; None for the runtime's
+    default (root). ``runAsNonRoot`` refuses uid 0 and an image that would run as root, with
+    kubelet's own words (pkg/kubelet/kuberuntime/security_context_others.go)."""
+    pod_ctx = (pod.get("spec") or {}).get("securityContext") or {}
+    ctx = container.get("securityContext") or {}
+    uid = ctx.get("runAsUser", pod_ctx.get("runAsUser"))
+    gid = ctx.get("runAsGroup", pod_ctx.get("runAsGroup"))
+    non_root = ctx.get("runAsNonRoot", pod_ctx.get("runAsNonRoot"))
+    if uid is None and (image or {}).get("user"):
+        # the image's USER (uid[:gid], numeric), as the runtime applies it when the pod names none
+        image_uid, _colon, image_gid = str(image["user"]).partition(":")
+        uid = int(image_uid)
+        gid = gid if gid is not None else (int(image_gid) if image_gid else None)
+    if uid is None:
+        if non_root:
+            # kubelet: an image whose user is root (an image without USER) cannot run as non-root.
+            raise PodError("container has runAsNonRoot and image will run as root")
+        return None
+    if non_root and int(uid) == 0:
+        raise PodError("container's runAsUser breaks non-root policy")
+    groups = {int(g) for g in pod_ctx.get("supplementalGroups") or []}
+    if pod_ctx.get("fsGroup") is not None:
+        groups.add(int(pod_ctx["fsGroup"]))
+    return int(uid), int(gid if gid is not None else uid), tuple(sorted(groups))
 
 
 def container_preexec(*container):
@@ -720,7 +748,7 @@ def enter_container(
     os.chroot(rootfs)
     os.chdir(working_dir or "/")
     if capabilities is not None:
-        _limit_capabilities(capabilities)
+        limit_capabilities(capabilities)
     if user is not None:
         uid, gid, groups = user
         os.setgroups(list(groups))
@@ -1098,29 +1126,6 @@ class ApiPod:
         return (self.pod.get("spec") or {}).get("restartPolicy") or "Always"
 
     # --- what runs ---------------------------------------------------------------------------
-    def _security(self, container: dict, image: dict | None = None) -> tuple | None:
-        pod_ctx = (self.pod.get("spec") or {}).get("securityContext") or {}
-        ctx = container.get("securityContext") or {}
-        uid = ctx.get("runAsUser", pod_ctx.get("runAsUser"))
-        gid = ctx.get("runAsGroup", pod_ctx.get("runAsGroup"))
-        non_root = ctx.get("runAsNonRoot", pod_ctx.get("runAsNonRoot"))
-        if uid is None and (image or {}).get("user"):
-            # the image's USER (uid[:gid], numeric), as the runtime applies it when the pod names none
-            image_uid, _colon, image_gid = str(image["user"]).partition(":")
-            uid = int(image_uid)
-            gid = gid if gid is not None else (int(image_gid) if image_gid else None)
-        if uid is None:
-            if non_root:
-                # kubelet: an image whose user is root (an image without USER) cannot run as non-root.
-                raise PodError("container has runAsNonRoot and image will run as root")
-            return None
-        if non_root and int(uid) == 0:
-            raise PodError("container's runAsUser breaks non-root policy")
-        groups = {int(g) for g in pod_ctx.get("supplementalGroups") or []}
-        if pod_ctx.get("fsGroup") is not None:
-            groups.add(int(pod_ctx["fsGroup"]))
-        return int(uid), int(gid if gid is not None else uid), tuple(sorted(groups))
-
     def environment(self, container: dict, api: NodeApi, kubernetes: tuple[str, str]) -> dict[str, str]:
         api_host, api_port = kubernetes
         namespace = self.pod["metadata"]["namespace"]
@@ -1447,7 +1452,7 @@ class ApiPods:
             if not os.access(executable, os.X_OK):
                 raise PodError(f'exec: "{argv[0]}": executable file not found in the lab image {executable.parent}')
             mounts = pod.mounts(container.spec)
-            user = pod._security(container.spec, container.image)
+            user = run_as(pod.pod, container.spec, container.image)
             capabilities = kept_capabilities(container.spec)
             rootfs = pod.pod_dir / "containers" / container.name / "rootfs"
             rootfs.mkdir(parents=True, exist_ok=True)

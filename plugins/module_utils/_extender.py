@@ -356,6 +356,8 @@ def prioritize_result(state, pod, names, node_objects=None, fresh=True, default_
 
 # --- the role's input (filter poweraware.k8s.power_extender_errors) ------------------------------
 
+# The largest runAsUser/runAsGroup the API server takes (a non-negative int32).
+MAX_ID = 2147483647
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
@@ -373,6 +375,14 @@ def _number(value):
     return None
 
 
+def _whole(value):
+    """A whole number from YAML or from ``-e``, else None (fractions, nan and inf included)."""
+    number = _number(value)
+    if number is None or not math.isfinite(number) or number != int(number):
+        return None
+    return int(number)
+
+
 def config_errors(values):
     """Every problem with the power_extender role's variables, each naming variable, value, reason and fix."""
     problems = []
@@ -383,8 +393,8 @@ def config_errors(values):
     state = values.get("power_extender_state")
     if state not in ("present", "absent"):
         bad("power_extender_state", "must be present or absent")
-    port = _number(values.get("power_extender_port"))
-    if port is None or port != int(port) or not 1 <= port <= 65535:
+    port = _whole(values.get("power_extender_port"))
+    if port is None or not 1 <= port <= 65535:
         bad("power_extender_port", "must be a TCP port, a whole number from 1 to 65535 (default 10290)")
     address = values.get("power_extender_address")
     try:
@@ -414,11 +424,19 @@ def config_errors(values):
             "power_extender_annotation_prefix",
             "must be a DNS subdomain, the power_models role's power_models_annotation_prefix",
         )
-    size = _number(values.get("power_extender_default_pod_cpu_m"))
-    if size is None or size != int(size) or not 0 <= size <= 256000:
+    size = _whole(values.get("power_extender_default_pod_cpu_m"))
+    if size is None or not 0 <= size <= 256000:
         bad(
             "power_extender_default_pod_cpu_m",
             f"must be a whole number of millicores from 0 to 256000 (kube-scheduler's default, {DEFAULT_POD_CPU_M})",
+        )
+    uid = _whole(values.get("power_extender_run_as_user"))
+    if uid is None or not 1 <= uid <= MAX_ID:
+        # Kubernetes takes runAsUser 0..2147483647; 0 is root, which the pod's runAsNonRoot refuses.
+        bad(
+            "power_extender_run_as_user",
+            f"must be a whole number from 1 to {MAX_ID}, a uid no other account or process on the "
+            "control-plane nodes uses (default 10290); 0 would run the extender as root",
         )
     for name, least in (
         ("power_extender_stale_after", 1),

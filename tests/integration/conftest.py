@@ -144,6 +144,33 @@ class LabHandle:
         assert status == 200, body[:500]
         return json.loads(body)["data"]["result"]
 
+    @staticmethod
+    def processes(marker: str) -> list[dict]:
+        """Every process on this machine (the lab's nodes are on it) whose command line contains
+        ``marker``: its real uid and gid and its effective capabilities, from /proc, so a test checks
+        what the lab's kubelet runs, not only the pod spec."""
+        found = []
+        for proc in pathlib.Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+                status = dict(
+                    line.split(":\t", 1) for line in (proc / "status").read_text().splitlines() if ":\t" in line
+                )
+            except OSError:
+                continue
+            if any(marker.encode() in word for word in argv):
+                found.append(
+                    {
+                        "pid": int(proc.name),
+                        "uid": int(status["Uid"].split()[0]),
+                        "gid": int(status["Gid"].split()[0]),
+                        "cap_eff": int(status["CapEff"], 16),
+                    }
+                )
+        return found
+
     def _border_pid(self) -> int:
         return cluster.Lab.from_state(self.state_dir, log=lambda _m: None).processes["network"]["pid"]
 

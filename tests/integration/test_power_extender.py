@@ -28,6 +28,7 @@ import time
 import uuid
 
 import pytest
+import yaml
 from ansible_collections.poweraware.k8s.plugins.module_utils._placement_score import rank_nodes
 from ansible_run import FAST_SCHEDULER_EXTENDER, REPO_ROOT, run_playbook
 
@@ -45,6 +46,7 @@ PREFIX = "e2e.poweraware.io"
 MANIFEST = "/etc/kubernetes/manifests/poweraware-scheduler-extender.yaml"
 CODE_DIR = "/opt/poweraware/scheduler-extender"
 PKI_DIR = "/etc/kubernetes/pki/poweraware-extender"
+RUN_AS = 10290  # power_extender_run_as_user's default: the pod's uid and gid, the owner of its keys
 # The node's extender process by its script path ('[/]' keeps pgrep's own shell out; the lab's nodes
 # share this machine's process table, so a bare name could match a process outside the node).
 RUNNING = f"'[/]{CODE_DIR.lstrip('/')}/poweraware_extender.py'"
@@ -207,10 +209,30 @@ def test_deploys_and_registers_our_extender_idempotently(lab, deployed):
     assert deployed.rc == 0, deployed
     disk = lab.node_disk(lab.control_plane_node)
     assert (disk / MANIFEST.lstrip("/")).stat().st_mode & 0o777 == 0o600
-    for key in ("tls.key", "api.key", "ca.key"):
-        assert (disk / PKI_DIR.lstrip("/") / key).stat().st_mode & 0o777 == 0o600, key
+    # the extender's keys and certificates are its uid's, our CA's key stays root's
+    owners = {}
+    for name in ("tls.key", "api.key", "ca.key", "tls.crt", "api.crt", "ca.crt"):
+        info = (disk / PKI_DIR.lstrip("/") / name).stat()
+        owners[name] = (info.st_uid, info.st_gid, oct(info.st_mode & 0o777))
+    assert owners == {
+        "tls.key": (RUN_AS, RUN_AS, "0o600"),
+        "api.key": (RUN_AS, RUN_AS, "0o600"),
+        "ca.key": (0, 0, "0o600"),
+        "tls.crt": (RUN_AS, RUN_AS, "0o644"),
+        "api.crt": (RUN_AS, RUN_AS, "0o644"),
+        "ca.crt": (0, 0, "0o644"),
+    }, owners
     manifest = (disk / MANIFEST.lstrip("/")).read_text()
     assert "ca.key" not in manifest, "a CA key is mounted into the pod"
+    pod = yaml.safe_load(manifest)
+    assert pod["spec"]["containers"][0]["image"] == (
+        "docker.io/library/python:3.12.14-slim-bookworm"
+        "@sha256:b64e9d3a71eddaa1b3f80c04abf292b3139e3b7c4dd272d19c31dc1f91194d1b"
+    )
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    # what the lab's kubelet runs, read from /proc: uid and gid 10290, no effective capability
+    running = lab.processes(f"{CODE_DIR}/poweraware_extender.py")
+    assert [(p["uid"], p["gid"], p["cap_eff"]) for p in running] == [(RUN_AS, RUN_AS, 0)], running
     config = (disk / "etc/kubernetes/scheduler-extender.yaml").read_text()
     assert "https://127.0.0.1:10290" in config and "nodeCacheCapable: true" in config, config
     # The re-run and the dry run side by side, as the site fixture runs its own (both must change

@@ -64,30 +64,6 @@ def _wait_pods(lab, namespace, selector, count, timeout=120):
     raise AssertionError(f"{selector}: {[(p.metadata.name, p.spec.node_name, p.status.phase) for p in pods]}")
 
 
-def _processes(marker: str) -> list[dict]:
-    """Every process on this machine (the lab's nodes are on it) whose command line contains
-    ``marker``: its real uid and gid and its effective capabilities, from /proc."""
-    found = []
-    for proc in pathlib.Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
-            status = dict(line.split(":\t", 1) for line in (proc / "status").read_text().splitlines() if ":\t" in line)
-        except OSError:
-            continue
-        if any(marker.encode() in word for word in argv):
-            found.append(
-                {
-                    "pid": int(proc.name),
-                    "uid": int(status["Uid"].split()[0]),
-                    "gid": int(status["Gid"].split()[0]),
-                    "cap_eff": int(status["CapEff"], 16),
-                }
-            )
-    return found
-
-
 def test_collectd_on_every_node(lab, converged):
     """As in the TAS power demo, every node's package power: the tainted control plane too. collectd
     runs unprivileged; only the energy reader beside it is uid 0, with no capability (the processes
@@ -110,8 +86,8 @@ def test_collectd_on_every_node(lab, converged):
     assert (collectd_sc.run_as_user, collectd_sc.run_as_group, collectd_sc.run_as_non_root) == (65534, 65534, True)
     assert (reader_sc.run_as_user, reader_sc.run_as_group) == (0, 65534)
     assert spec.automount_service_account_token is False
-    collectd_procs = _processes("/etc/poweraware/collectd/collectd.conf")
-    readers = _processes("/etc/poweraware/collectd/plugins/energy_reader.py")
+    collectd_procs = lab.processes("/etc/poweraware/collectd/collectd.conf")
+    readers = lab.processes("/etc/poweraware/collectd/plugins/energy_reader.py")
     assert len(collectd_procs) == len(readers) == len(every), (collectd_procs, readers)
     assert all((p["uid"], p["gid"], p["cap_eff"]) == (65534, 65534, 0) for p in collectd_procs), collectd_procs
     assert all((p["uid"], p["gid"], p["cap_eff"]) == (0, 65534, 0) for p in readers), readers

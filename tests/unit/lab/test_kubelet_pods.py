@@ -272,22 +272,22 @@ def _api_pod(spec_context=None, container_context=None, image=NFD):
 def test_the_image_user_applies_when_the_pod_names_none():
     # NFD's image runs as USER 65534:65534: its pods set only runAsNonRoot, as upstream's manifests do
     api_pod, container = _api_pod({"runAsNonRoot": True})
-    assert api_pod._security(container.spec, container.image) == (65534, 65534, ())
+    assert kubelet_pods.run_as(api_pod.pod, container.spec, container.image) == (65534, 65534, ())
     # the pod's runAsUser/runAsGroup win over the image's
     api_pod, container = _api_pod({"runAsNonRoot": True, "runAsUser": 1000}, {"runAsGroup": 2000})
-    assert api_pod._security(container.spec, container.image) == (1000, 2000, ())
+    assert kubelet_pods.run_as(api_pod.pod, container.spec, container.image) == (1000, 2000, ())
 
 
 def test_an_image_without_user_runs_as_root_and_runasnonroot_refuses_it():
     collectd = "docker.io/opnfv/barometer-collectd:stable"  # no USER in its Dockerfile
     api_pod, container = _api_pod({"runAsNonRoot": True}, image=collectd)
     with pytest.raises(kubelet_pods.PodError, match="runAsNonRoot and image will run as root"):
-        api_pod._security(container.spec, container.image)
+        kubelet_pods.run_as(api_pod.pod, container.spec, container.image)
     api_pod, container = _api_pod(None, image=collectd)
-    assert api_pod._security(container.spec, container.image) is None
+    assert kubelet_pods.run_as(api_pod.pod, container.spec, container.image) is None
     # the descheduler's USER 1000 has no group: the group is the uid's, as the lab gives it
     api_pod, container = _api_pod({}, image="registry.k8s.io/descheduler/descheduler:v0.36.0")
-    assert api_pod._security(container.spec, container.image) == (1000, 1000, ())
+    assert kubelet_pods.run_as(api_pod.pod, container.spec, container.image) == (1000, 1000, ())
 
 
 def _h2_server(status: int | None):
@@ -398,7 +398,7 @@ def test_a_root_container_without_capabilities_has_none_after_exec():
     def effective(kept):
         out = subprocess.run(
             ["/bin/grep", "^CapEff:", "/proc/self/status"],
-            preexec_fn=lambda: kubelet_pods._limit_capabilities(kept),  # noqa: PLW1509
+            preexec_fn=lambda: kubelet_pods.limit_capabilities(kept),  # noqa: PLW1509
             capture_output=True,
             text=True,
             check=True,

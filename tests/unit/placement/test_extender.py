@@ -270,6 +270,7 @@ GOOD_CONFIG = {
     "power_extender_annotation_prefix": "poweraware.io",
     "power_extender_stale_after": 30,
     "power_extender_default_pod_cpu_m": 100,
+    "power_extender_run_as_user": 10290,
     "power_extender_http_timeout": 1,
     "power_extender_wait_timeout": 120,
     "power_extender_code_dir": "/opt/poweraware/scheduler-extender",
@@ -299,9 +300,10 @@ def test_every_problem_is_reported_at_once_with_variable_value_reason_and_fix():
         "power_extender_code_dir": "/etc/kubernetes/manifests/code",
         "power_extender_pki_dir": "pki",
         "power_extender_default_pod_cpu_m": "100m",
+        "power_extender_run_as_user": "0",
     }
     problems = config_errors(bad)
-    assert len(problems) == 12, problems
+    assert len(problems) == 13, problems
     text = "\n".join(problems)
     for expected in (
         "power_extender_state='running': must be present or absent",
@@ -317,11 +319,26 @@ def test_every_problem_is_reported_at_once_with_variable_value_reason_and_fix():
         "power_extender_pki_dir='pki': must be an absolute path",
         "power_extender_default_pod_cpu_m='100m': must be a whole number of millicores from 0 to 256000 "
         "(kube-scheduler's default, 100)",
+        "power_extender_run_as_user='0': must be a whole number from 1 to 2147483647, a uid no other account or "
+        "process on the control-plane nodes uses (default 10290); 0 would run the extender as root",
     ):
         assert expected in text, (expected, problems)
     assert config_errors({**GOOD_CONFIG, "power_extender_port": 10290.5}) != []
     assert config_errors({**GOOD_CONFIG, "power_extender_port": True}) != []
     assert config_errors({**GOOD_CONFIG, "power_extender_code_dir": "/opt/../etc"}) != []
+
+
+@pytest.mark.parametrize("uid", [-1, 0, 2147483648, 10290.5, "inf", "nan", True, None, "10290 ", "²"])
+def test_the_pods_uid_is_a_non_root_int32(uid):
+    # inf and nan crashed the whole-number check (int(inf) raises) before _whole; "10290 " is what -e
+    # gives with a stray space, and is taken
+    problems = config_errors({**GOOD_CONFIG, "power_extender_run_as_user": uid})
+    if uid == "10290 ":
+        assert problems == []
+    else:
+        assert [p.split(":")[0] for p in problems] == [f"power_extender_run_as_user={uid!r}"], problems
+    assert config_errors({**GOOD_CONFIG, "power_extender_run_as_user": 2147483647}) == []
+    assert config_errors({**GOOD_CONFIG, "power_extender_port": "inf"})[0].startswith("power_extender_port='inf'")
 
 
 # --- exact messages, boundaries and edge cases (mutation testing, issue 17 item 6) -------------------

@@ -61,6 +61,7 @@ def test_every_default_image_is_pinned_or_documented_why_not():
         "kube_state_metrics": "registry.k8s.io/kube-state-metrics/kube-state-metrics",
         "nfd": "registry.k8s.io/nfd/node-feature-discovery",
         "peaks": "registry.k8s.io/scheduler-plugins/kube-scheduler",
+        "power_extender": "docker.io/library/python",
     }
 
 
