@@ -66,12 +66,15 @@ except ImportError:  # the lab's processes run from the checkout (lab/process.py
     from plugins.module_utils._sysfs import SysfsAccessor
 
 METER = ".poweraware-meter.json"  # in the tree's root, beside lab/fake_sysfs.py's marker
+# an hwmon energy counter (Documentation/hwmon/sysfs-interface.rst: energy[1-*]_input, microjoules)
+_HWMON_ENERGY = re.compile(r"^energy\d+_input$")
 
 
 def publish_meter(root, at, zones) -> None:
     """The power meter's record: ``zones`` maps a zone's directory (root-relative, symlinks resolved,
-    as ``FakeKernel.resolve`` gives it) to ``{"uj": counter at ``at``, "uw": power from then on in
-    microwatts, "max": max_energy_range_uj}``; ``at`` is ``time.monotonic()``. Replaced atomically."""
+    as ``FakeKernel.resolve`` gives it), or an hwmon ``energyN_input`` file likewise, to ``{"uj":
+    counter at ``at``, "uw": power from then on in microwatts, "max": max_energy_range_uj}``; ``at``
+    is ``time.monotonic()``. Replaced atomically."""
     path = os.path.join(root, METER)
     tmp = f"{path}.new"
     # read-only from its creation, as the counters it stands for: it moves by itself, no run writes it
@@ -434,11 +437,18 @@ class FakeKernel(SysfsAccessor):
         return self._meter
 
     def _energy_now(self, rel):
-        """A metered zone's ``energy_uj`` at this instant, or None (not metered: the file holds it)."""
-        if os.path.basename(rel) != "energy_uj":
+        """A metered counter at this instant, or None (not metered: the file holds it): a powercap
+        zone's ``energy_uj`` (the record is the zone's directory's) or an hwmon ``energyN_input``
+        (the record is the file's: amd_energy has a counter per core and per socket in one chip)."""
+        name = os.path.basename(rel)
+        if name == "energy_uj":
+            key = os.path.dirname(self.resolve(rel))
+        elif _HWMON_ENERGY.match(name):
+            key = self.resolve(rel)
+        else:
             return None
         record = self._meter_record()
-        zone = record.get("zones", {}).get(os.path.dirname(self.resolve(rel)))
+        zone = record.get("zones", {}).get(key)
         return None if zone is None else metered_energy(zone, record["at"], self._clock())
 
     # accessor interface

@@ -137,28 +137,40 @@ class FakePowercap:
         return total // (record["max"] + 1)
 
     def __enter__(self):
-        argv = [sys.executable, "-m", "lab.components.node_kernel", str(self.backing), str(self.mount)]
-        with open(self.log_path, "w") as log:
-            self._kernel = subprocess.Popen(  # noqa: PLW1509 - setpriority only
-                argv,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=REPO_ROOT,
-                env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-                preexec_fn=_normal_priority,
-            )
-        deadline = time.monotonic() + 15
-        while not os.path.ismount(self.mount):
-            if self._kernel.poll() is not None or time.monotonic() > deadline:
-                self.__exit__()
-                pytest.fail(f"the kernel model did not mount at {self.mount}:\n{self.log_path.read_text()}")
-            time.sleep(0.05)
+        self._kernel = start_kernel_model(self.backing, self.mount, self.log_path)
         return self
 
     def __exit__(self, *exc):
-        if self._kernel is not None:
-            stop_process(self._kernel, timeout=10)  # libfuse unmounts on SIGTERM
-        unmount(self.mount)  # a kernel that had to be killed leaves its mount behind
+        stop_kernel_model(self._kernel, self.mount)
+
+
+def start_kernel_model(backing: pathlib.Path, mount: pathlib.Path, log_path: pathlib.Path) -> subprocess.Popen:
+    """The lab's kernel model (lab/components/node_kernel.py) serving ``backing`` through FUSE at
+    ``mount``, as a node's sysfs: modes and owners enforced, metered counters computed when read."""
+    mount.mkdir(exist_ok=True)
+    argv = [sys.executable, "-m", "lab.components.node_kernel", str(backing), str(mount)]
+    with open(log_path, "w") as log:
+        kernel = subprocess.Popen(  # noqa: PLW1509 - setpriority only
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO_ROOT,
+            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+            preexec_fn=_normal_priority,
+        )
+    deadline = time.monotonic() + 15
+    while not os.path.ismount(mount):
+        if kernel.poll() is not None or time.monotonic() > deadline:
+            stop_kernel_model(kernel, mount)
+            pytest.fail(f"the kernel model did not mount at {mount}:\n{log_path.read_text()}")
+        time.sleep(0.05)
+    return kernel
+
+
+def stop_kernel_model(kernel: subprocess.Popen | None, mount: pathlib.Path) -> None:
+    if kernel is not None:
+        stop_process(kernel, timeout=10)  # libfuse unmounts on SIGTERM
+    unmount(mount)  # a kernel that had to be killed leaves its mount behind
 
 
 def _free_port() -> int:
@@ -260,7 +272,9 @@ def running_collectd(work: pathlib.Path, powercap: pathlib.Path, hwmon=None, hwm
         sys.executable,
         str(plugin_dir / "energy_reader.py"),
     ]
-    reader += ["--root", str(powercap.parent), "--socket", str(socket_path)]
+    # the role's arguments: the powercap directory and class/hwmon of the same sysfs mount
+    reader += ["--root", str(powercap.parent), "--hwmon-root", str(hwmon or base / "no-hwmon")]
+    reader += ["--socket", str(socket_path)]
     collectd = [
         "setpriv",
         "--reuid=65534",
@@ -423,4 +437,52 @@ def test_hwmon_sensors_in_real_collectd_on_a_node_without_rapl():
         reader_log = (work / "reader.log").read_text()
         assert "no powercap tree at %s (a node without RAPL)" % powercap.parent in reader_log, reader_log
     finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def test_amd_energy_counters_reach_collectd_through_the_reader():
+    """An AMD Zen node of Linux 5.10-5.12 (lab/fake_sysfs.py amd_energy_hwmon: no RAPL powercap zones,
+    amd_energy's chip with a counter per core and per socket, root-only 0400 as those kernels make
+    them) served by the kernel model, which meters each socket's counter: collectd (uid 65534)
+    cannot read them, so it asks the energy reader (uid 0, no capability), and both sockets' power
+    is exported. Before, the reader served energy_uj only: collectd logged the refusal and exported
+    nothing for the node."""
+    work = _work_dir()
+    kernel = None
+    try:
+        backing = fake_sysfs.build_tree(work / "sys", "amd_energy_hwmon")
+        chip = "devices/platform/amd_energy.0/hwmon/hwmon0"
+        sockets = {}
+        for label_file in sorted((backing / chip).glob("energy*_label")):
+            label = label_file.read_text().strip()
+            if label.startswith("Esocket"):
+                sockets[int(label.removeprefix("Esocket"))] = label_file.name.replace("_label", "_input")
+        watts = {0: 61.5, 1: 73.25}
+        assert sorted(sockets) == sorted(watts), sockets
+        counter = (backing / chip / sockets[0]).stat()
+        assert (counter.st_mode & 0o777, counter.st_uid) == (0o400, 0), "the tree's counters are not root-only"
+        # amd_energy accumulates the 32-bit MSR into a 64-bit counter: it does not wrap in a test
+        meter = {
+            f"{chip}/{sockets[p]}": {"uj": 10**9, "uw": round(w * 1e6), "max": 2**64 - 1} for p, w in watts.items()
+        }
+        fake_kernel.publish_meter(backing, time.monotonic(), meter)
+        mount = work / "kernel"
+        kernel = start_kernel_model(backing, mount, work / "kernel.log")
+        powercap = mount / "devices" / "virtual" / "powercap" / "intel-rapl"
+        with running_collectd(work, powercap, hwmon=mount / "class" / "hwmon") as (port, log_path):
+            deadline, seen = time.monotonic() + 20, {}
+            while time.monotonic() < deadline and not {("package-0", "package"), ("package-1", "package")} <= set(seen):
+                seen = scrape(port)
+                time.sleep(0.1)
+            log = log_path.read_text()
+            print(log)
+        got = {key[0]: value for key, (value, _ts) in seen.items() if key[1] == "package"}
+        assert set(got) == {"package-0", "package-1"}, log
+        for package, expected in watts.items():
+            assert got[f"package-{package}"] == pytest.approx(expected, abs=1.0), (got, log)
+        assert "cannot read" not in log, log
+        reader_log = (work / "reader.log").read_text()
+        assert "serving hwmon energyN_input counters of the chips under %s" % (mount / "class" / "hwmon") in reader_log
+    finally:
+        stop_kernel_model(kernel, work / "kernel")
         shutil.rmtree(work, ignore_errors=True)

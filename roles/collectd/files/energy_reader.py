@@ -1,4 +1,4 @@
-"""The energy reader: the one process of the collectd pod that may read ``energy_uj``.
+"""The energy reader: the one process of the collectd pod that may read the energy counters.
 
 ``energy_uj`` is mode 0400, owned by root, since the RAPL side-channel fix (CVE-2020-8694, Linux
 5.10 and backports). A non-root process would need ``CAP_DAC_READ_SEARCH`` in its effective set, and
@@ -6,12 +6,15 @@ Kubernetes cannot give one to a non-root container (no ambient capabilities). So
 work: this reader runs as uid 0 with no capability at all (root reads the file as its owner), a
 read-only root file system, the host's sysfs read-only and nothing else; collectd runs as
 an unprivileged user and asks the reader for each counter over a Unix socket in a volume only the
-pod's two containers share. The reader answers nothing but ``energy_uj`` files under its root.
+pod's two containers share. The reader answers nothing but ``energy_uj`` files under its root and,
+with ``--hwmon-root``, hwmon ``energyN_input`` counters of a chip there: amd_energy's (AMD Zen
+without RAPL powercap zones) are root-only too on Linux 5.10 to 5.12 (drivers/hwmon/amd_energy.c,
+mode 0400 from the same side-channel fix until the driver was removed).
 
 Protocol, one request per connection: the client sends the counter's path as collectd sees it
 (the same mount path in both containers) and a newline; the reader answers ``OK <microjoules>`` or
-``ERR <errno> <message>`` and a newline, and closes. A path outside the root, a file that is not
-``energy_uj`` or a path with ``..`` is refused with ``EACCES``.
+``ERR <errno> <message>`` and a newline, and closes. A path outside the roots, a file that is not
+a counter or a path with ``..`` is refused with ``EACCES``.
 
 ``EnergyClient`` is the other end, imported by rapl_power.py from the same plugin directory. Both
 import nothing outside the standard library and stay compatible with Python 3.6 (the image's
@@ -20,7 +23,7 @@ interpreter may be old).
 Usage::
 
     python3 energy_reader.py --root /host/sys/devices/virtual/powercap \
-        --socket /run/poweraware-energy/energy.sock
+        --hwmon-root /host/sys/class/hwmon --socket /run/poweraware-energy/energy.sock
     python3 energy_reader.py --check --socket /run/poweraware-energy/energy.sock
 
 ``--check`` is the container's readiness probe: it exits 0 when a reader answers on the socket
@@ -31,11 +34,15 @@ import argparse
 import contextlib
 import errno
 import os
+import re
 import signal
 import socket
 import sys
 
 COUNTER = "energy_uj"
+# an hwmon energy counter (Documentation/hwmon/sysfs-interface.rst), in the chip's hwmonN directory
+HWMON_COUNTER = re.compile(r"^energy[0-9]+_input$")
+HWMON_CHIP = re.compile(r"^hwmon[0-9]+$")
 MAX_REQUEST = 4096
 TIMEOUT = 2.0
 # the socket's mode: the reader's user and group (collectd's group, runAsGroup) may connect
@@ -51,22 +58,39 @@ class Refused(Exception):
         self.message = message
 
 
-def resolve(root, requested):
-    """The file ``requested`` names, if the reader may read it: an ``energy_uj`` under ``root``
-    (after resolving symbolic links), with no ``..`` component. Raises Refused otherwise."""
+def resolve(root, requested, hwmon_root=None):
+    """The file ``requested`` names, if the reader may read it: an ``energy_uj`` under ``root``, or
+    (with ``hwmon_root``) an ``energyN_input`` of an hwmon chip listed there whose device lies in the
+    same sysfs' ``devices`` (after resolving symbolic links: ``class/hwmon`` entries link there), with
+    no ``..`` component. Raises Refused otherwise."""
     if not requested.startswith("/") or "\0" in requested:
         raise Refused(errno.EACCES, "not an absolute path: %r" % requested)
     parts = requested.split("/")
-    if ".." in parts or parts[-1] != COUNTER:
-        raise Refused(errno.EACCES, "the energy reader serves %s files only, not %r" % (COUNTER, requested))
-    real_root = os.path.realpath(root)
-    real = os.path.realpath(requested)
-    if os.path.commonpath([real_root, real]) != real_root or os.path.basename(real) != COUNTER:
-        raise Refused(errno.EACCES, "%r is not under the energy reader's root %s" % (requested, root))
-    return real
+    if ".." in parts:
+        raise Refused(errno.EACCES, "a path with '..' is not served: %r" % requested)
+    if parts[-1] == COUNTER:
+        real_root = os.path.realpath(root)
+        real = os.path.realpath(requested)
+        if os.path.commonpath([real_root, real]) != real_root or os.path.basename(real) != COUNTER:
+            raise Refused(errno.EACCES, "%r is not under the energy reader's root %s" % (requested, root))
+        return real
+    if hwmon_root and HWMON_COUNTER.match(parts[-1]):
+        lexical_root = os.path.normpath(hwmon_root)
+        real = os.path.realpath(requested)
+        devices = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(hwmon_root))), "devices")
+        if (
+            os.path.dirname(os.path.dirname(os.path.normpath(requested))) != lexical_root
+            or not HWMON_COUNTER.match(os.path.basename(real))
+            or not HWMON_CHIP.match(os.path.basename(os.path.dirname(real)))
+            or os.path.commonpath([devices, real]) != devices
+        ):
+            raise Refused(errno.EACCES, "%r is not an hwmon chip's counter under %s" % (requested, hwmon_root))
+        return real
+    served = COUNTER + (" and hwmon energyN_input" if hwmon_root else "")
+    raise Refused(errno.EACCES, "the energy reader serves %s files only, not %r" % (served, requested))
 
 
-def answer(root, request, read=None):
+def answer(root, request, read=None, hwmon_root=None):
     """The reply line (bytes, with its newline) to one request line (bytes)."""
     read = read or _read_counter
     try:
@@ -74,7 +98,7 @@ def answer(root, request, read=None):
     except UnicodeDecodeError:
         return b"ERR %d request is not UTF-8\n" % errno.EINVAL
     try:
-        path = resolve(root, text.rstrip("\n"))
+        path = resolve(root, text.rstrip("\n"), hwmon_root)
         value = read(path)
     except Refused as exc:
         return ("ERR %d %s\n" % (exc.code, exc.message)).encode("utf-8")
@@ -101,14 +125,15 @@ def _receive_line(conn, limit=MAX_REQUEST):
     return data
 
 
-def serve(root, path, log=None, ready=None, stop=None):
+def serve(root, path, log=None, ready=None, stop=None, hwmon_root=None):
     """Answer requests on a Unix socket at ``path`` until SIGTERM/SIGINT (or ``stop()`` is true).
     A socket file left by an earlier run (the volume outlives the container) is replaced."""
     log = log or (lambda message: sys.stdout.write(message + "\n") or sys.stdout.flush())
     if not os.path.lexists(root):
-        # a node without RAPL (an ARM server: collectd reads hwmon there): nothing to serve, but the
-        # pod must be Ready, so the reader runs and every request is refused (ENOENT)
-        log("energy reader: no powercap tree at %s (a node without RAPL): every request is refused" % root)
+        # a node without RAPL (an ARM server, AMD with amd_energy: collectd reads hwmon there): no
+        # energy_uj to serve (each request is refused, ENOENT), but the pod must be Ready, and the
+        # hwmon counters are still served
+        log("energy reader: no powercap tree at %s (a node without RAPL): every energy_uj request is refused" % root)
     elif not os.path.isdir(root):
         raise SystemExit("energy reader: %s is not a directory (is the host's sysfs mounted?)" % root)
     with contextlib.suppress(FileNotFoundError):
@@ -122,6 +147,8 @@ def serve(root, path, log=None, ready=None, stop=None):
     server.listen(8)
     server.settimeout(0.5)
     log("energy reader: serving %s files under %s on %s" % (COUNTER, root, path))
+    if hwmon_root:
+        log("energy reader: serving hwmon energyN_input counters of the chips under %s" % hwmon_root)
     if ready is not None:
         ready()
     try:
@@ -133,7 +160,7 @@ def serve(root, path, log=None, ready=None, stop=None):
             with conn:
                 conn.settimeout(TIMEOUT)
                 try:
-                    conn.sendall(answer(root, _receive_line(conn)))
+                    conn.sendall(answer(root, _receive_line(conn), hwmon_root=hwmon_root))
                 except OSError as exc:
                     log("energy reader: a client went away: %s" % exc)
     finally:
@@ -156,8 +183,9 @@ def _round_trip(socket_path, request, timeout):
 
 
 class EnergyClient:
-    """rapl_power.py's ``read_text`` through the reader: ``energy_uj`` files are asked for over the
-    socket, every other file (names, ranges, limits: world-readable) is read directly."""
+    """rapl_power.py's ``read_text`` through the reader: ``energy_uj`` files and hwmon
+    ``energyN_input`` counters are asked for over the socket, every other file (names, labels,
+    ranges, limits, power readings: world-readable) is read directly."""
 
     def __init__(self, socket_path, read_text, timeout=TIMEOUT):
         self.socket_path = socket_path
@@ -165,7 +193,8 @@ class EnergyClient:
         self.timeout = timeout
 
     def __call__(self, path):
-        if os.path.basename(path) != COUNTER:
+        name = os.path.basename(path)
+        if name != COUNTER and not HWMON_COUNTER.match(name):
             return self.read_direct(path)
         try:
             reply = _round_trip(self.socket_path, path, self.timeout).rstrip("\n")
@@ -202,6 +231,10 @@ def main(argv=None):
     parser.add_argument(
         "--root", help="the powercap directory (of the read-only host sysfs mount); required unless --check"
     )
+    parser.add_argument(
+        "--hwmon-root",
+        help="class/hwmon of the same sysfs mount: its chips' energyN_input counters are served too (amd_energy)",
+    )
     parser.add_argument("--socket", required=True, help="the Unix socket to create (in the pod's shared volume)")
     parser.add_argument("--check", action="store_true", help="exit 0 when a reader answers on --socket (probe)")
     args = parser.parse_args(argv)
@@ -218,7 +251,7 @@ def main(argv=None):
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    serve(args.root, args.socket, stop=lambda: bool(stopping))
+    serve(args.root, args.socket, stop=lambda: bool(stopping), hwmon_root=args.hwmon_root)
     return 0
 
 

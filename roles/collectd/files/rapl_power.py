@@ -165,8 +165,12 @@ class RaplReader:
         self.clock = clock
         self.log = log or (lambda level, message: None)
         self.read_text = read_text
-        self._previous = {}  # zone path -> (energy_uj, timestamp)
-        self._unreadable = set()  # zone paths whose energy_uj could not be read (logged once)
+        # Keyed by the counter's file, not the zone's directory: one hwmon chip holds the counters
+        # of several packages (amd_energy: Esocket0, Esocket1, ...), and keyed by the chip they
+        # took each other's previous reading (one socket's power shrank, the other's grew by
+        # kilowatts).
+        self._previous = {}  # counter file -> (energy, timestamp)
+        self._unreadable = set()  # counter files that could not be read (logged once)
         self._zones = None
 
     def zones(self):
@@ -198,21 +202,21 @@ class RaplReader:
         try:
             value = self._read_int(path)
         except OSError as exc:
-            if zone.path not in self._unreadable:
-                self._unreadable.add(zone.path)
+            if path not in self._unreadable:
+                self._unreadable.add(path)
                 if exc.errno in (errno.EACCES, errno.EPERM):
                     hint = READER_HINT if "energy reader" in str(exc) else PRIVILEGE_HINT
                     self.log("error", "cannot read %s (%s): %s" % (path, os.strerror(exc.errno), hint))
                 else:
                     self.log("error", "cannot read %s: %s" % (path, exc))
-            self._previous.pop(zone.path, None)
+            self._previous.pop(path, None)
             return None
         except ValueError:
             self.log("error", "unexpected content in %s" % path)
-            self._previous.pop(zone.path, None)
+            self._previous.pop(path, None)
             return None
-        if zone.path in self._unreadable:
-            self._unreadable.discard(zone.path)
+        if path in self._unreadable:
+            self._unreadable.discard(path)
             self.log("info", "%s is readable again" % path)
         return value
 
@@ -223,8 +227,9 @@ class RaplReader:
             return None
 
     def _power(self, zone, energy, now):
-        previous = self._previous.get(zone.path)
-        self._previous[zone.path] = (energy, now)
+        counter = os.path.join(zone.path, zone.value_file)
+        previous = self._previous.get(counter)
+        self._previous[counter] = (energy, now)
         if previous is None:
             return None
         prev_energy, prev_time = previous

@@ -65,7 +65,7 @@ def test_answers_energy_counters_under_its_root(tmp_path):
     [
         ("{root}/secret", "serves energy_uj files only"),
         ("{root}/intel-rapl/intel-rapl:0/name", "serves energy_uj files only"),
-        ("{root}/../escape/energy_uj", "serves energy_uj files only"),  # no .. at all
+        ("{root}/../escape/energy_uj", "a path with '..' is not served"),  # no .. at all
         ("/etc/energy_uj", "is not under the energy reader's root"),
         ("relative/energy_uj", "not an absolute path"),
         ("{root}/link/energy_uj", "is not under the energy reader's root"),  # a symlink out of the root
@@ -80,6 +80,63 @@ def test_refuses_everything_else(tmp_path, request_path, why):
     reply = reader.answer(str(root), (request_path.format(root=root) + "\n").encode()).decode()
     assert reply.startswith(f"ERR {errno.EACCES} ") and why in reply, reply
     assert reply.endswith("\n") and reply.count("\n") == 1
+
+
+def _hwmon_tree(tmp_path: pathlib.Path) -> pathlib.Path:
+    """A sysfs with amd_energy's chip as Linux 5.10-5.12 lays it out: the counters in the chip's
+    hwmonN directory under its platform device, class/hwmon/hwmonN a relative link to it."""
+    sys_root = tmp_path / "sys"
+    chip = sys_root / "devices" / "platform" / "amd_energy.0" / "hwmon" / "hwmon0"
+    chip.mkdir(parents=True)
+    (chip / "name").write_text("amd_energy\n")
+    (chip / "energy17_input").write_text("123456789\n")
+    (chip / "energy17_label").write_text("Esocket0\n")
+    (chip / "power1_input").write_text("5000000\n")
+    hwmon = sys_root / "class" / "hwmon"
+    hwmon.mkdir(parents=True)
+    (hwmon / "hwmon0").symlink_to("../../devices/platform/amd_energy.0/hwmon/hwmon0")
+    (sys_root / "devices" / "virtual" / "powercap").mkdir(parents=True)
+    return sys_root
+
+
+def test_answers_hwmon_energy_counters_under_its_hwmon_root(tmp_path):
+    """amd_energy's counters are root-only on Linux 5.10-5.12, like energy_uj: the reader serves
+    them as collectd sees them (class/hwmon/hwmonN/energyN_input); without --hwmon-root it does not."""
+    sys_root = _hwmon_tree(tmp_path)
+    powercap, hwmon = str(sys_root / "devices/virtual/powercap"), str(sys_root / "class/hwmon")
+    request = f"{hwmon}/hwmon0/energy17_input\n".encode()
+    assert reader.answer(powercap, request, hwmon_root=hwmon) == b"OK 123456789\n"
+    refused = reader.answer(powercap, request).decode()
+    assert refused == (
+        f"ERR {errno.EACCES} the energy reader serves energy_uj files only, not '{hwmon}/hwmon0/energy17_input'\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("request_path", "why"),
+    [
+        ("{hwmon}/hwmon0/power1_input", "serves energy_uj and hwmon energyN_input files only"),
+        ("{hwmon}/hwmon0/energy17_label", "serves energy_uj and hwmon energyN_input files only"),
+        ("{sys}/devices/platform/amd_energy.0/hwmon/hwmon0/energy17_input", "is not an hwmon chip's counter under"),
+        ("{hwmon}/stray/energy1_input", "is not an hwmon chip's counter under"),  # a link to a non-chip directory
+        ("{hwmon}/out/energy1_input", "is not an hwmon chip's counter under"),  # a chip outside devices/
+        ("{hwmon}/hwmon0/../hwmon0/energy17_input", "a path with '..' is not served"),
+    ],
+)
+def test_refuses_other_hwmon_files(tmp_path, request_path, why):
+    sys_root = _hwmon_tree(tmp_path)
+    hwmon = sys_root / "class" / "hwmon"
+    stray = sys_root / "devices" / "platform" / "stray"
+    stray.mkdir()
+    (stray / "energy1_input").write_text("7\n")
+    (hwmon / "stray").symlink_to("../../devices/platform/stray")
+    outside = tmp_path / "elsewhere" / "hwmon" / "hwmon9"
+    outside.mkdir(parents=True)
+    (outside / "energy1_input").write_text("7\n")
+    (hwmon / "out").symlink_to(outside)
+    path = request_path.format(hwmon=hwmon, sys=sys_root)
+    reply = reader.answer(str(sys_root / "devices/virtual/powercap"), (path + "\n").encode(), hwmon_root=str(hwmon))
+    assert reply.decode().startswith(f"ERR {errno.EACCES} ") and why in reply.decode(), reply
 
 
 def test_read_errors_travel_with_their_errno(tmp_path):
@@ -147,7 +204,9 @@ def test_no_powercap_tree_serves_refusals_and_a_file_is_a_clear_error(tmp_path):
     finally:
         stop.set()
         thread.join(5)
-    assert logged[0] == f"energy reader: no powercap tree at {absent} (a node without RAPL): every request is refused"
+    assert logged[0] == (
+        f"energy reader: no powercap tree at {absent} (a node without RAPL): every energy_uj request is refused"
+    )
 
 
 def test_the_plugin_reads_energy_through_the_reader(served):

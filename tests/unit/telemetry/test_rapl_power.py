@@ -405,6 +405,26 @@ def test_amd_energy_sockets_without_rapl(tmp_path):
     assert (sample.zone, sample.power_w, sample.tdp_w) == ("package-0", 90.0, None)
 
 
+def test_two_sockets_of_one_amd_energy_chip_keep_their_own_baselines(tmp_path):
+    """amd_energy puts every socket's counter in one chip: each counter is its own baseline. Keyed by
+    the chip's directory, the second socket's reading became the first's previous one (the real
+    collectd showed 58.8 W for 61.5 and 23629 W for 73.25)."""
+    chip = make_hwmon(
+        tmp_path / "hwmon",
+        "amd_energy",
+        {"energy1_input": 5_000_000_000, "energy1_label": "Esocket0", "energy2_input": 9_000_000_000,
+         "energy2_label": "Esocket1"},
+    )  # fmt: skip
+    clock = Clock()
+    reader = rapl.RaplReader(str(tmp_path / "powercap"), clock=clock, hwmon_root=str(tmp_path / "hwmon"))
+    assert [s.power_w for s in reader.read()] == [None, None]
+    for _second in range(3):
+        for attr, watts in (("energy1_input", 61.5), ("energy2_input", 73.25)):
+            (chip / attr).write_text(f"{int((chip / attr).read_text()) + int(watts * 1e6)}\n")
+        clock.now += 1.0
+        assert [(s.zone, s.power_w) for s in reader.read()] == [("package-0", 61.5), ("package-1", 73.25)]
+
+
 def test_platform_power_sensor_without_rapl(tmp_path):
     hwmon = tmp_path / "hwmon"
     make_hwmon(hwmon, "apm_xgene", {"power1_input": 14760000, "power1_label": "CPU power", "power2_input": 1,
