@@ -1,4 +1,4 @@
-"""Command line of the lab: ``python -m lab {up,down,status,build,reboot,logs}`` (the Makefile's lab targets).
+"""Command line of the lab: ``python -m lab {up,down,status,build,reboot}`` (the Makefile's lab targets).
 
 Exit status: 0 on success, 1 when the lab cannot be brought up or down (the message and the
 failing component's log tail are printed), 3 from ``status`` when no healthy lab is running.
@@ -147,41 +147,6 @@ def cmd_reboot(args: argparse.Namespace) -> int:
     return 0
 
 
-def pod_logs(lab: cluster.Lab, pod: str, container: str | None) -> list[pathlib.Path]:
-    """The log files of a pod the lab's kubelet runs (static or bound), on every node's disk, as
-    kubelet keeps them: /var/log/pods/<namespace>_<name>_<uid>/<container>/0.log."""
-    namespace, _slash, name = pod.rpartition("/")
-    namespace = namespace or "default"
-    found = []
-    for node in lab.config.nodes:
-        pods_dir = lab.paths.node_disk(node.name) / "var" / "log" / "pods"
-        for pod_dir in sorted(pods_dir.glob(f"{namespace}_{name}_*")):
-            for log_file in sorted(pod_dir.glob(f"{container or '*'}/0.log")):
-                found.append(log_file)
-    return found
-
-
-def cmd_logs(args: argparse.Namespace) -> int:
-    lab = cluster.Lab.from_state(args.state_dir)
-    if lab is None:
-        print(f"no lab in {args.state_dir.resolve()} (start one with `make lab`)")
-        return 3
-    files = pod_logs(lab, args.pod, args.container)
-    if not files:
-        print(
-            f"no logs of {args.pod}: only pods whose image the lab runs (lab/images.py) and static pods have "
-            "logs; kwok-simulated pods run nothing (NAMESPACE/NAME, e.g. kube-system/kube-scheduler-lab-control-plane)",
-            file=sys.stderr,
-        )
-        return 1
-    for log_file in files:
-        if len(files) > 1:
-            print(f"==> {log_file.parent.name} ({log_file.parent.parent.name})")
-        lines = log_file.read_text(errors="replace").splitlines()
-        print("\n".join(lines[-args.tail :] if args.tail else lines))
-    return 0
-
-
 def cmd_build(args: argparse.Namespace) -> int:
     if args.all:
         assets.build_all()
@@ -227,11 +192,6 @@ def main(argv: list[str] | None = None) -> int:
     reboot = sub.add_parser("reboot", help="simulate a node restart: kernel at power-on values, boot units run")
     reboot.add_argument("node")
     reboot.set_defaults(func=cmd_reboot)
-    logs = sub.add_parser("logs", help="print the output of a pod the lab runs: NAMESPACE/NAME")
-    logs.add_argument("pod")
-    logs.add_argument("-c", "--container")
-    logs.add_argument("--tail", type=int, default=0, help="only the last N lines")
-    logs.set_defaults(func=cmd_logs)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

@@ -483,6 +483,9 @@ class Lab:
             "--status-file=/var/lib/kubelet/lab-static-pods.json",
             "--poll-interval=1",
             "--kubeconfig=/etc/kubernetes/kubelet.conf",
+            "--tls-cert-file=/var/lib/kubelet/pki/kubelet.crt",
+            "--tls-private-key-file=/var/lib/kubelet/pki/kubelet.key",
+            "--client-ca-file=/etc/kubernetes/pki/ca.crt",
             f"--node-name={node.name}",
             f"--node-ip={node.address}",
             f"--image-map=/usr/lib/poweraware-lab/images/{images.MAP_FILE}",
@@ -616,6 +619,7 @@ class Lab:
                     "pods": config.pods,
                     "ephemeral-storage": "460Gi",
                 },
+                "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
                 "nodeInfo": {
                     "architecture": "amd64",
                     "operatingSystem": "linux",

@@ -20,7 +20,8 @@ run too, exactly the mistake a real node punishes. Each container of each pod ru
   content that does not parse must stay broken for two polls before the pod is stopped, so a
   non-atomic writer is not punished for a half-written file; a removed manifest stops its pod;
 - a process that exits is restarted with a back-off (1 s doubling to 20 s, reset after 60 s up);
-- output goes to ``<log-dir>/<pod name>.log``, appended, with a header line per start;
+- output goes to ``<log-dir>/pods/<ns>_<pod>_<uid>/<container>/0.log``, appended, the container's output only
+  (each start is in the runner's own log);
 - ``--status-file`` (JSON, written atomically) tells which pid runs which manifest hash;
 - with ``--kubeconfig`` and ``--node-name`` it keeps a mirror pod per static pod in the API, as
   kubelet does (``kube-system/kube-scheduler-<node>``, annotation ``kubernetes.io/config.mirror``),
@@ -53,9 +54,10 @@ import urllib.request
 import yaml
 
 try:  # on a node the runner is a script next to kubelet_pods.py; on the controller, lab.kubelet
+    import kubelet_api
     import kubelet_pods
 except ImportError:  # pragma: no cover - depends on how it is started
-    from lab import kubelet_pods
+    from lab import kubelet_api, kubelet_pods
 
 BACKOFF_INITIAL = 1.0
 BACKOFF_MAX = 20.0
@@ -483,6 +485,33 @@ class Runner:
             )
         self.pods: dict[pathlib.Path, RunningPod] = {}
         self.stopping = False
+        # The kubelet API on the node's address (kubectl logs through kube-apiserver).
+        self.kubelet_api: kubelet_api.KubeletApi | None = None
+        if self.mirrors is not None and args.tls_cert_file and args.tls_private_key_file and args.client_ca_file:
+            self.kubelet_api = kubelet_api.KubeletApi(
+                args.node_name,
+                args.node_ip,
+                args.tls_cert_file,
+                args.tls_private_key_file,
+                args.client_ca_file,
+                self.mirrors.api,
+                self.log_dir,
+                self.running_pods,
+            )
+
+    def running_pods(self) -> list[dict]:
+        """The pods this kubelet runs, as its /pods lists them: the mapped API pods as the API has
+        them, and each static pod's manifest under its mirror pod's name."""
+        pods = [pod.pod for pod in list(self.api_pods.pods.values())] if self.api_pods is not None else []
+        for running in list(self.pods.values()):
+            if running.spec is not None:
+                manifest = json.loads(json.dumps(running.spec.manifest))
+                meta = manifest.setdefault("metadata", {})
+                meta["name"] = f"{running.spec.name}-{self.node_name}" if self.node_name else running.spec.name
+                meta["namespace"] = running.spec.namespace
+                manifest.setdefault("spec", {})["nodeName"] = self.node_name
+                pods.append(manifest)
+        return pods
 
     # --- process control --------------------------------------------------------------------
     def _container_log(self, pod: RunningPod, container: str) -> pathlib.Path:
@@ -508,12 +537,9 @@ class Runner:
         pod.processes = []
         for container in pod.spec.containers:
             log_path = self._container_log(pod, container.name)
+            # The container's output only, as kubelet keeps it (kubectl logs shows this file); the
+            # start is in the runner's own log.
             with open(log_path, "ab", buffering=0) as out:
-                header = (
-                    f"==> {time.strftime('%Y-%m-%dT%H:%M:%S')} starting {pod.manifest.name} "
-                    f"sha256:{pod.content_hash[:12]}: {' '.join(container.argv)}\n"
-                )
-                out.write(header.encode())
                 env = dict(os.environ)
                 env.update(container.env)
                 proc = subprocess.Popen(
@@ -526,7 +552,10 @@ class Runner:
                     preexec_fn=self._preexec(pod, container),  # noqa: PLW1509 - single-threaded runner
                 )
             pod.processes.append(proc)
-            log(f"started {pod.spec.name}/{container.name} pid {proc.pid} from {pod.manifest.name}")
+            log(
+                f"started {pod.spec.name}/{container.name} pid {proc.pid} from {pod.manifest.name} "
+                f"sha256:{pod.content_hash[:12]}: {' '.join(container.argv)}"
+            )
         pod.started_at = time.monotonic()
         pod.started_wall = time.time()
         pod.ready = False
@@ -703,10 +732,15 @@ class Runner:
 
         signal.signal(signal.SIGTERM, request_stop)
         signal.signal(signal.SIGINT, request_stop)
+        if self.kubelet_api is not None:
+            self.kubelet_api.start()
+            log(f"kubelet API on https://{self.kubelet_api.server.server_address[0]}:{kubelet_api.PORT}")
         while not self.stopping:
             self.sync()
             self.write_status()
             time.sleep(self.poll_interval)
+        if self.kubelet_api is not None:
+            self.kubelet_api.stop()
         for pod in self.pods.values():
             self._stop(pod)
         self.pods.clear()
@@ -737,6 +771,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pod-cidr", default="10.244.0.0/24", help="the node's pod addresses (an IPv4 /24)")
     parser.add_argument("--cluster-dns", default="10.96.0.10", help="kubelet's clusterDNS")
     parser.add_argument("--cluster-domain", default="cluster.local", help="kubelet's clusterDomain")
+    parser.add_argument("--tls-cert-file", type=pathlib.Path, help="the kubelet API's serving certificate")
+    parser.add_argument("--tls-private-key-file", type=pathlib.Path, help="its key")
+    parser.add_argument("--client-ca-file", type=pathlib.Path, help="the CA of the client certificates it accepts")
     return Runner(parser.parse_args(argv)).run()
 
 

@@ -1464,8 +1464,8 @@ class ApiPods:
             container.backoff = min(container.backoff * 2, BACKOFF_MAX)
             return
         log_path = self._log_path(pod, container)
+        # the container's output only, as kubelet keeps it (kubectl logs shows this file)
         with open(log_path, "ab", buffering=0) as out:
-            out.write(f"==> {time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {' '.join(argv)}\n".encode())
             written = out.tell()
             try:
                 container.process = subprocess.Popen(

@@ -168,7 +168,7 @@ class NodeHosts:
             etc / "kubelet.conf": (f"system:node:{name}", "system:nodes")
         }
         if node.control_plane:
-            for stem in ("ca", "front-proxy-ca", "apiserver", "front-proxy-client"):
+            for stem in ("ca", "front-proxy-ca", "apiserver", "apiserver-kubelet-client", "front-proxy-client"):
                 for suffix, mode in ((".crt", 0o644), (".key", 0o600)):
                     pki.atomic_write(
                         etc / "pki" / f"{stem}{suffix}", cluster_pki.path(stem + suffix).read_bytes(), mode
@@ -186,10 +186,20 @@ class NodeHosts:
         pki.write_kubeconfigs(cluster_pki, api_url, kubeconfigs)
         kubelet_dir = disk / "var" / "lib" / "kubelet"
         kubelet_dir.mkdir(parents=True, exist_ok=True)
+        # The kubelet API's serving certificate (lab/kubelet_api.py), from the cluster CA.
+        pki.write_kubelet_serving(cluster_pki, kubelet_dir / "pki", name, node.address)
         kubelet_config = {
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
             "kind": "KubeletConfiguration",
-            "authentication": {"x509": {"clientCAFile": "/etc/kubernetes/pki/ca.crt"}},
+            # kubeadm's: no anonymous access, tokens reviewed and every request authorised by the API server
+            "authentication": {
+                "anonymous": {"enabled": False},
+                "webhook": {"enabled": True},
+                "x509": {"clientCAFile": "/etc/kubernetes/pki/ca.crt"},
+            },
+            "authorization": {"mode": "Webhook"},
+            "tlsCertFile": "/var/lib/kubelet/pki/kubelet.crt",
+            "tlsPrivateKeyFile": "/var/lib/kubelet/pki/kubelet.key",
             "cgroupDriver": "systemd",
             "clusterDNS": ["10.96.0.10"],
             "clusterDomain": "cluster.local",
@@ -245,6 +255,7 @@ class NodeHosts:
             ("node_init.py", "node_init.py"),
             ("kubelet.py", "kubelet.py"),
             ("kubelet_pods.py", "kubelet_pods.py"),
+            ("kubelet_api.py", "kubelet_api.py"),
         ):
             shutil.copyfile(LAB_DIR / source, lib / target)
         sbin = disk / "usr" / "local" / "sbin"

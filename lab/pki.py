@@ -229,6 +229,9 @@ def create(
         "kubernetes.default.svc.cluster.local",
     )
     make_cert(ca, "kube-apiserver", server_names=serving_names, client=False).write(directory, "apiserver")
+    # kubeadm's client certificate of kube-apiserver towards the kubelets (logs, exec, port-forward)
+    kubelet_client = make_cert(ca, "kube-apiserver-kubelet-client", "kubeadm:cluster-admins")
+    kubelet_client.write(directory, "apiserver-kubelet-client")
     front_proxy_ca = make_ca("poweraware-lab-front-proxy-ca")
     front_proxy_ca.write(directory, "front-proxy-ca")
     make_cert(front_proxy_ca, "front-proxy-client").write(directory, "front-proxy-client")
@@ -257,3 +260,12 @@ def write_kubeconfigs(
     ca = load_ca(cluster_pki)
     for path, (user, group) in kubeconfigs.items():
         atomic_write(path, kubeconfig(server_url, ca.cert_pem, make_cert(ca, user, group), user), 0o600)
+
+
+def write_kubelet_serving(cluster_pki: LabPki, directory: pathlib.Path, node_name: str, address: str) -> None:
+    """The kubelet's serving certificate and key (``kubelet.crt``, ``kubelet.key`` 0600), signed by the
+    cluster CA and naming the node's address and name, as kube-apiserver reaches the kubelet."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    make_cert(load_ca(cluster_pki), f"{node_name}@kubelet", server_names=(address, node_name), client=False).write(
+        directory, "kubelet"
+    )

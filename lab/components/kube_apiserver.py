@@ -46,6 +46,11 @@ def component(
             f"--proxy-client-key-file={p('front-proxy-client.key')}",
             # No kube-proxy here: reach aggregated servers at their endpoint addresses.
             "--enable-aggregator-routing=true",
+            # The kubelets, as kubeadm configures kube-apiserver to reach them (logs, exec):
+            # by the node's InternalIP, with its kubelet client certificate.
+            f"--kubelet-client-certificate={p('apiserver-kubelet-client.crt')}",
+            f"--kubelet-client-key={p('apiserver-kubelet-client.key')}",
+            "--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
             "--profiling=false",
         ],
         health=ready,

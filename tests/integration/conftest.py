@@ -21,7 +21,7 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from lab import assets, cli, cluster, nodes  # noqa: E402 - needs the repository root on sys.path
+from lab import assets, cluster, nodes  # noqa: E402 - needs the repository root on sys.path
 from lab.components import network, node_power  # noqa: E402
 
 
@@ -99,9 +99,18 @@ class LabHandle:
         return cluster.Lab.from_state(self.state_dir, log=lambda _m: None).processes[f"node/{name}"]["pid"]
 
     def pod_log(self, namespace: str, pod: str) -> str:
-        """What the lab's kubelet kept of a pod's output (``make lab-logs POD=...``)."""
-        lab = cluster.Lab.from_state(self.state_dir, log=lambda _m: None)
-        return "".join(path.read_text(errors="replace") for path in cli.pod_logs(lab, f"{namespace}/{pod}", None))
+        """A pod's output, every container's in turn, as ``kubectl logs`` reads it: through
+        kube-apiserver from the node's kubelet API (lab/kubelet_api.py)."""
+        from kubernetes import client
+
+        core = client.CoreV1Api(self.api_client())
+        spec = core.read_namespaced_pod(pod, namespace).spec
+        return "".join(
+            core.read_namespaced_pod_log(pod, namespace, container=container.name, _preload_content=False).data.decode(
+                errors="replace"
+            )
+            for container in spec.containers
+        )
 
     def simulated_power(self) -> dict[str, dict]:
         """What the lab's power meter draws on each worker now (lab/components/node_power.py):

@@ -10,10 +10,12 @@ import json
 import os
 import pathlib
 import subprocess
+import time
 import urllib.request
 import uuid
 
 import pytest
+import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 from poweraware_testing import wait_until
@@ -384,3 +386,113 @@ def test_init_containers_run_in_order_to_the_end_before_the_containers(lab, apis
     assert failed.init_container_statuses[0].state.terminated.exit_code == 3
     assert failed.container_statuses[0].state.waiting.reason == "PodInitializing"
     print(f"PROOF init containers: while initializing {seen.phase}, then {done.phase}; failing init: {failed.phase}")
+
+
+def test_kubectl_logs_reaches_the_nodes_kubelet_api(lab, apis, namespace):
+    """``kubectl logs`` as a user types it: kubectl -> kube-apiserver -> the node's kubelet API
+    (https://<InternalIP>:10250/containerLogs, the API server's kubelet client certificate, the
+    kubelet's serving certificate from the cluster CA, its authorisation by SubjectAccessReview).
+    Before, the lab's nodes served no kubelet API and kube-apiserver looked the node's name up in DNS:
+    ``dial tcp: lookup lab-worker-2 on ...: network is unreachable``."""
+    core, _apps, _rbac = apis
+    kubectl = lab.bin_dir / "kubectl"
+    if not kubectl.exists():
+        pytest.skip("the lab's assets have no kubectl")
+    script = "echo first; echo second; sleep 2; echo later; exec sleep 3600"
+    core.create_namespaced_pod(
+        namespace,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "talker", "labels": {"app": "talker"}},
+            "spec": {"containers": [_alpine("say", "sh", "-c", script)], "terminationGracePeriodSeconds": 0},
+        },
+    )
+    wait_until(
+        lambda: (s := core.read_namespaced_pod("talker", namespace).status).phase == "Running" and s,
+        60,
+        "the talker pod to run",
+    )
+
+    def kubectl_run(*argv: str, timeout: float = 30) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(kubectl), f"--kubeconfig={lab.kubeconfig}", "-n", namespace, *argv],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    logs = wait_until(
+        lambda: (r := kubectl_run("logs", "talker")).returncode == 0 and "later" in r.stdout and r,
+        30,
+        "kubectl logs to show the container's output",
+    )
+    assert logs.stdout == "first\nsecond\nlater\n", logs
+    # the TAS demo's form: a label selector (kubectl asks each pod's log with tailLines=10)
+    selected = kubectl_run("logs", "-l", "app=talker", "--tail=1")
+    assert (selected.returncode, selected.stdout) == (0, "later\n"), selected
+    limited = kubectl_run("logs", "talker", "--limit-bytes=6")
+    assert limited.stdout == "first\n", limited
+    # followed: the stream stays open (kubelet's follow through the API server's proxy)
+    follower = subprocess.Popen(
+        [str(kubectl), f"--kubeconfig={lab.kubeconfig}", "-n", namespace, "logs", "-f", "--tail=1", "talker"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert follower.stdout.readline() == "later\n"
+        time.sleep(1)
+        assert follower.poll() is None, "kubectl logs -f ended while the container runs"
+    finally:
+        follower.kill()
+        follower.communicate()
+    refused = kubectl_run("logs", "talker", "--timestamps")
+    assert refused.returncode != 0 and "without per-line timestamps" in refused.stderr, refused
+    # a user the API server lets read pods but not pods/log (the namespace's default service
+    # account, given get on pods only) never reaches the kubelet
+    _core, _apps, rbac = apis
+    rbac.create_namespaced_role(
+        namespace,
+        {"metadata": {"name": "pod-reader"}, "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]},
+    )
+    rbac.create_namespaced_role_binding(
+        namespace,
+        {
+            "metadata": {"name": "pod-reader"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
+            "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}],
+        },
+    )
+    token = core.create_namespaced_service_account_token(
+        "default", namespace, {"spec": {"expirationSeconds": 600}}
+    ).status.token
+    admin = yaml.safe_load(lab.kubeconfig.read_text())
+    cluster = admin["clusters"][0]["name"]
+    reader_config = lab.state_dir / f"reader-{namespace}.conf"
+    reader_config.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": admin["clusters"],
+                "users": [{"name": "reader", "user": {"token": token}}],
+                "contexts": [{"name": "reader", "context": {"cluster": cluster, "user": "reader"}}],
+                "current-context": "reader",
+            }
+        )
+    )
+    reader_config.chmod(0o600)
+    try:
+        forbidden = subprocess.run(
+            [str(kubectl), f"--kubeconfig={reader_config}", "-n", namespace, "logs", "talker"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    finally:
+        reader_config.unlink()
+    assert forbidden.returncode != 0 and 'cannot get resource "pods/log"' in forbidden.stderr, forbidden
+    print(f"PROOF kubectl logs: {logs.stdout!r}; -l --tail=1: {selected.stdout!r}; refused: {refused.stderr.strip()!r}")

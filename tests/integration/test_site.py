@@ -347,6 +347,20 @@ def test_tas_runs_for_real_and_kube_scheduler_calls_it(site, api, lab):
         filtered = [line for line in log.splitlines() if "Filtered nodes for power-sensitive-scheduling-policy" in line]
         assert filtered and node in filtered[-1], log[-2000:]
         print(f"PROOF TAS log: {filtered[-1]}")
+        # the TAS demo's own command, typed as written (kubectl -> kube-apiserver -> the node's kubelet API)
+        kubectl = lab.bin_dir / "kubectl"
+        if kubectl.exists():
+            demo = subprocess.run(
+                [str(kubectl), f"--kubeconfig={lab.kubeconfig}", "logs", "-l", "app=tas"]
+                + ["-n", "telemetry-aware-scheduling"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
+            # kubectl reads the last 10 lines of each selected pod's log
+            assert demo.returncode == 0 and 1 <= len(demo.stdout.splitlines()) <= 10, demo
+            print(f"PROOF kubectl logs -l app=tas: {demo.stdout.splitlines()[-1]}")
     finally:
         core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
 
