@@ -209,6 +209,17 @@ def scrape(port: int) -> dict[tuple[str, str], tuple[float, int | None]]:
     return out
 
 
+def scrape_both_packages(port: int, log_path: pathlib.Path, timeout: float = 20) -> tuple[dict, str]:
+    """Scrape until packages 0 and 1 both have a power sample (or ``timeout``); (samples, collectd's log)."""
+    deadline, seen = time.monotonic() + timeout, {}
+    while time.monotonic() < deadline and not {("package-0", "package"), ("package-1", "package")} <= set(seen):
+        seen = scrape(port)
+        time.sleep(0.1)
+    log = log_path.read_text()
+    print(log)
+    return seen, log
+
+
 def render_config(
     port: int,
     plugin_dir: pathlib.Path,
@@ -422,12 +433,7 @@ def test_hwmon_sensors_in_real_collectd_on_a_node_without_rapl():
         rule = {"class": "package", "pattern": r"sysio power socket (?P<package>\d+)"}
         powercap = sysfs / "devices" / "virtual" / "powercap" / "intel-rapl"
         with running_collectd(work, powercap, hwmon=sysfs / "class" / "hwmon", hwmon_labels=[rule]) as (port, log_path):
-            deadline, seen = time.monotonic() + 20, {}
-            while time.monotonic() < deadline and not {("package-0", "package"), ("package-1", "package")} <= set(seen):
-                seen = scrape(port)
-                time.sleep(0.1)
-            log = log_path.read_text()
-            print(log)
+            seen, log = scrape_both_packages(port, log_path)
         assert {key: value for key, (value, _ts) in seen.items()} == {
             ("package-0", "package"): 21.5,
             ("package-1", "package"): 22.5,
@@ -470,12 +476,7 @@ def test_amd_energy_counters_reach_collectd_through_the_reader():
         kernel = start_kernel_model(backing, mount, work / "kernel.log")
         powercap = mount / "devices" / "virtual" / "powercap" / "intel-rapl"
         with running_collectd(work, powercap, hwmon=mount / "class" / "hwmon") as (port, log_path):
-            deadline, seen = time.monotonic() + 20, {}
-            while time.monotonic() < deadline and not {("package-0", "package"), ("package-1", "package")} <= set(seen):
-                seen = scrape(port)
-                time.sleep(0.1)
-            log = log_path.read_text()
-            print(log)
+            seen, log = scrape_both_packages(port, log_path)
         got = {key[0]: value for key, (value, _ts) in seen.items() if key[1] == "package"}
         assert set(got) == {"package-0", "package-1"}, log
         for package, expected in watts.items():
