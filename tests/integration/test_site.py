@@ -582,6 +582,98 @@ def _demo_pods(core) -> list:
     return [p for p in pods if p.metadata.deletion_timestamp is None]
 
 
+# The TAS power demo's commands (telemetry-aware-scheduling/docs/power/README.md), in its order, typed
+# as written, each with what the demo says it shows and how long it may take to show it (0: typed
+# once, as a delete must be). A command that cannot answer here as written is followed by the
+# replacement docs/cluster-stack.md gives ("here: "). They run as the demo's user runs them, on a
+# machine of the cluster's network with kubectl, jq and curl on its PATH.
+DEMO_TRANSCRIPT = [
+    (
+        "kubectl logs {collectd_pod} -n monitoring",
+        [
+            'plugin_load: plugin "python" successfully loaded',
+            'plugin_load: plugin "write_prometheus" successfully loaded',
+            "write_prometheus plugin: Listening on",
+            "Initialization complete, entering read-loop",
+        ],
+        30,
+    ),
+    (
+        "collectd_ip=$(kubectl get svc -n monitoring -o json | jq -r '.items[] | "
+        'select(.metadata.name=="collectd").spec.clusterIP\'); curl -x "" $collectd_ip:9103/metrics',
+        ["# TYPE collectd_package_0_power_power gauge", "# TYPE collectd_package_0_TDP_power_power gauge"],
+        30,
+    ),
+    # the demo's Prometheus restart selects nothing here (Helm's old labels); the replacement is shown
+    # with get: deleting our Prometheus would drop its history, which the later tests read
+    ("kubectl delete pods -nmonitoring -lapp=prometheus-server", ["No resources found"], 0),
+    ("here: kubectl get pods -nmonitoring -lapp=prometheus,component=server", ["prometheus-", "Running"], 30),
+    (
+        "kubectl delete pods -n custom-metrics -lapp=custom-metrics-apiserver",
+        ['pod "prometheus-adapter-', "deleted"],
+        0,
+    ),
+    (
+        "kubectl get --raw /apis/custom.metrics.k8s.io/v1beta1/nodes/*/package_power_avg",
+        ['"kind":"MetricValueList"', '"metricName":"package_power_avg"'],
+        180,  # the adapter just restarted
+    ),
+    (
+        'kubectl get --raw "/apis/custom.metrics.k8s.io/v1beta1/namespaces/default/pods/*/node_package_power_per_pod"',
+        ["NotFound"],  # nothing runs in default here
+        30,
+    ),
+    (
+        "here: kubectl get --raw "
+        '"/apis/custom.metrics.k8s.io/v1beta1/namespaces/power-demo/pods/*/node_package_power_per_pod"',
+        ['"kind":"MetricValueList"', '"metricName":"node_package_power_per_pod"', '"name":"power-hungry-application-'],
+        120,
+    ),
+    ("kubectl create namespace power-demo", ['namespaces "power-demo" already exists'], 0),  # the roles made it
+    (
+        "kubectl describe taspolicy power-sensitive-scheduling-policy -n power-demo",
+        ["power-sensitive-scheduling-policy", "power-demo", "package_power_avg"],
+        30,
+    ),
+    (
+        "kubectl describe hpa power-autoscaler -n power-demo",
+        ["power-autoscaler", "Reference:", "Deployment/power-hungry-application", "node_package_power_per_pod"],
+        30,
+    ),
+    # with a selector kubectl shows each pod's last 10 lines, here TAS's policy evaluations every 2 s
+    # (the policy deschedules); the filter and prioritize lines the demo shows are further up
+    ("kubectl logs -l app=tas -n telemetry-aware-scheduling", ["power-sensitive-scheduling-policy"], 60),
+    (
+        "here: kubectl logs -l app=tas -n telemetry-aware-scheduling --tail=-1",
+        ["Filtered nodes for power-sensitive-scheduling-policy", "package_power_avg for nodes"],
+        60,
+    ),
+]
+
+
+def _demo_transcript(lab, core) -> list[tuple[str, str]]:
+    """Each DEMO_TRANSCRIPT command typed in the lab's network with the lab's kubectl; the test fails
+    naming a command that does not show what the demo shows in its time. Returns (command, answer)."""
+    collectd_pod = core.list_namespaced_pod("monitoring", label_selector="app.kubernetes.io/name=collectd").items[0]
+    env = {**os.environ, "PATH": f"{lab.bin_dir}:{os.environ.get('PATH', '')}", "KUBECONFIG": str(lab.kubeconfig)}
+    transcript = []
+    for typed, expected, seconds in DEMO_TRANSCRIPT:
+        typed = typed.format(collectd_pod=collectd_pod.metadata.name)
+        command = typed.removeprefix("here: ")
+        deadline = time.monotonic() + seconds
+        while True:
+            done = subprocess.run(
+                lab.in_lab_network(["sh", "-c", command]), capture_output=True, text=True, env=env, timeout=60
+            )
+            text = done.stdout + done.stderr
+            if all(want in text for want in expected):
+                break
+            assert time.monotonic() < deadline, f"the demo's {command!r} did not show {expected}: {text[-1500:]}"
+            time.sleep(3)
+        transcript.append((typed, text))
+    return transcript
+
+
 def test_the_power_demo_scales_out_on_node_power_and_back_in(site, api, lab):
     """The TAS power demo as its README describes it, in its namespace power-demo, which nothing
     made beforehand (tas_policy creates it before the policy). Its stress-ng pods (the lab's load
@@ -633,6 +725,12 @@ def test_the_power_demo_scales_out_on_node_power_and_back_in(site, api, lab):
         }, policies
         pod = wait_until(lambda: _demo_pods(core), 60, "the first demo pod")[0]
         assert [c.command for c in pod.spec.init_containers] == [["sleep", "3"]]
+        # the demo's own checks, typed as its README gives them, once its first pod is placed
+        transcript = _demo_transcript(lab, core)
+        out = REPO_ROOT / "tests" / "output" / "demo_transcript.txt"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("".join(f"$ {typed}\n{text.rstrip()}\n\n" for typed, text in transcript))
+        print(f"PROOF the demo's commands typed as written: {len(transcript)} answered as the demo shows ({out})")
         namespace = core.read_namespace(DEMO_NAMESPACE)
         assert namespace.metadata.labels["pod-security.kubernetes.io/enforce"] == "restricted"
         (hpa,) = autoscaling.list_namespaced_horizontal_pod_autoscaler(DEMO_NAMESPACE).items
