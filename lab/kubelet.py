@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import copy
 import ctypes
 import dataclasses
 import hashlib
@@ -505,7 +506,7 @@ class Runner:
         pods = [pod.pod for pod in list(self.api_pods.pods.values())] if self.api_pods is not None else []
         for running in list(self.pods.values()):
             if running.spec is not None:
-                manifest = json.loads(json.dumps(running.spec.manifest))
+                manifest = copy.deepcopy(running.spec.manifest)
                 meta = manifest.setdefault("metadata", {})
                 meta["name"] = f"{running.spec.name}-{self.node_name}" if self.node_name else running.spec.name
                 meta["namespace"] = running.spec.namespace

@@ -27,9 +27,9 @@ port-forward and the metrics endpoints. Standard library only: the node's system
 from __future__ import annotations
 
 import contextlib
+import glob
 import http.server
 import json
-import os
 import pathlib
 import re
 import select
@@ -196,10 +196,9 @@ class KubeletApi:
     # --- what it serves ---------------------------------------------------------------------
     def container_log(self, namespace: str, pod: str, container: str) -> pathlib.Path:
         """The newest ``/var/log/pods/<ns>_<pod>_<uid>/<container>/0.log`` (a pod made anew under the
-        same name has another uid); LogRequestError 404 as kubelet words it when there is none."""
+        same name has another uid; names hold no ``_``); a LogRequestError 404 when there is none."""
         pods_dir = self.log_dir / "pods"
-        found = [d for d in pods_dir.glob(f"{glob_escape(namespace)}_{glob_escape(pod)}_*") if d.is_dir()]
-        found = [d for d in found if d.name.count("_") >= 2 and d.name.split("_")[1] == pod]
+        found = [d for d in pods_dir.glob(f"{glob.escape(namespace)}_{glob.escape(pod)}_*") if d.is_dir()]
         if not found:
             raise LogRequestError(404, f'pod "{pod}" in namespace "{namespace}" is not running on node "{self.node}"')
         newest = max(found, key=lambda d: d.stat().st_mtime)
@@ -207,10 +206,6 @@ class KubeletApi:
         if not log.is_file():
             raise LogRequestError(404, f'container "{container}" in pod "{pod}" is not available')
         return log
-
-
-def glob_escape(text: str) -> str:
-    return re.sub(r"([*?\[])", r"[\1]", text)
 
 
 class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
@@ -265,8 +260,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         elif path in ("/pods", "/pods/"):
             body = {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": list(self.kubelet.pods())}
             self._reply(200, json.dumps(body).encode(), "application/json")
-        elif _LOG_PATH.match(path) and self.command in ("GET", "HEAD"):
-            self._logs(_LOG_PATH.match(path), urllib.parse.parse_qs(url.query))
+        elif (match := _LOG_PATH.match(path)) and self.command in ("GET", "HEAD"):
+            self._logs(match, urllib.parse.parse_qs(url.query))
         else:
             self._reply(404, b"404 page not found")
 
@@ -289,40 +284,44 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         try:
             options = log_options(query)
             log = self.kubelet.container_log(match["namespace"], match["pod"], match["container"])
-            data = tail(log.read_bytes(), options["tail_lines"], options["limit_bytes"])
+            # one open file for what is there and, when followed, what the container writes next:
+            # nothing written between the two can fall in a gap
+            handle = open(log, "rb")  # noqa: SIM115 - closed below, after the stream
         except LogRequestError as exc:
             self._reply(exc.status, str(exc).encode())
             return
         except OSError as exc:
             self._reply(500, f"reading the container's log: {exc}".encode())
             return
-        if not options["follow"]:
-            self._reply(200, data)
-            return
-        # followed: chunked, the output so far and then what the container writes, until the client
-        # goes or the log's pod directory is removed (the pod is gone)
-        limit = options["limit_bytes"]
+        with handle:
+            data = tail(handle.read(), options["tail_lines"], options["limit_bytes"])
+            if not options["follow"]:
+                self._reply(200, data)
+                return
+            self._follow(log, handle, data, options["limit_bytes"])
+        self.close_connection = True
+
+    def _follow(self, log: pathlib.Path, handle, data: bytes, limit: int | None) -> None:
+        """Chunked: the output so far, then what the container writes, until the client goes, the
+        limit is reached or the log is removed (the pod is gone)."""
         self.send_response(200)
         self.send_header("Content-Type", "text/plain; charset=utf-8")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         sent = 0
-        with contextlib.suppress(OSError), open(log, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
+        with contextlib.suppress(OSError):
             while True:
+                if limit is not None:
+                    data = data[: max(0, limit - sent)]
                 if data:
-                    if limit is not None:
-                        data = data[: max(0, limit - sent)]
-                    if data:
-                        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-                        self.wfile.flush()
-                        sent += len(data)
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                    self.wfile.flush()
+                    sent += len(data)
                 if (limit is not None and sent >= limit) or not log.exists() or self._client_gone():
                     break
                 time.sleep(FOLLOW_POLL)
                 data = handle.read()
             self.wfile.write(b"0\r\n\r\n")
-        self.close_connection = True
 
     def _client_gone(self) -> bool:
         """A followed log's client sends nothing after its request: readable means it closed."""

@@ -103,6 +103,11 @@ class PackageZone:
         self.value_file = value_file
         self.kind = kind  # "energy" (a microjoule counter) or "power" (microwatts now)
 
+    @property
+    def counter(self):
+        """The file read for the zone: a reading, and the key of its previous one."""
+        return os.path.join(self.path, self.value_file)
+
     def __repr__(self):
         return "PackageZone(%r, %r)" % (self.name, self.path)
 
@@ -198,7 +203,7 @@ class RaplReader:
         return int(self.read_text(path))
 
     def _value(self, zone):
-        path = os.path.join(zone.path, zone.value_file)
+        path = zone.counter
         try:
             value = self._read_int(path)
         except OSError as exc:
@@ -227,9 +232,8 @@ class RaplReader:
             return None
 
     def _power(self, zone, energy, now):
-        counter = os.path.join(zone.path, zone.value_file)
-        previous = self._previous.get(counter)
-        self._previous[counter] = (energy, now)
+        previous = self._previous.get(zone.counter)
+        self._previous[zone.counter] = (energy, now)
         if previous is None:
             return None
         prev_energy, prev_time = previous
