@@ -85,6 +85,8 @@ class GoBuild:
         digest = hashlib.sha256()
         for name in ("go.mod", "go.sum"):
             digest.update((self.module_dir / name).read_bytes())
+        for source in sorted(self.module_dir.glob("*.go")):  # a wrapper module's own main package
+            digest.update(source.name.encode() + b"\0" + source.read_bytes())
         digest.update(repr((self.packages, self.binaries, self.output_name, self.ldflags())).encode())
         return digest.hexdigest()
 
@@ -216,6 +218,16 @@ COMPONENTS = (
         # emulation floor ("emulation version 0.33 is not between [1.31, 0.33.0]"). The Kubernetes
         # release it is built against is the version that starts (docs/peaks.md).
         stamps=("k8s.io/component-base/version.gitVersion=v1.33.5",),
+    ),
+    # The container runtime's streaming server (exec, attach, port-forward) the lab's kubelet asks for
+    # stream URLs, as kubelet asks containerd: k8s.io/cri-streaming at the lab's release, with the
+    # lab's runtime (main.go) behind it; the kubelet starts it from the nodes' images directory.
+    GoBuild(
+        name="cri-streaming",
+        module="k8s.io/cri-streaming",
+        packages=("poweraware.example/k8s/lab/cri-streaming",),
+        binaries=("cri-streaming",),
+        output_name="cri-streaming",
     ),
     GoBuild(
         name="load-watcher",

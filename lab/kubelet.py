@@ -498,6 +498,8 @@ class Runner:
                 self.mirrors.api,
                 self.log_dir,
                 self.running_pods,
+                self.runtime_pod,
+                kubelet_api.StreamingRuntime(args.streaming_server or self.bin_dir / "cri-streaming"),
             )
 
     def running_pods(self) -> list[dict]:
@@ -513,6 +515,48 @@ class Runner:
                 manifest.setdefault("spec", {})["nodeName"] = self.node_name
                 pods.append(manifest)
         return pods
+
+    def runtime_pod(self, namespace: str, name: str) -> dict | None:
+        """What the runtime knows of a pod it runs (for exec, attach and port-forward): its uid, its
+        sandbox (a process in its network namespace: the node's own for host-network and static
+        pods) and its running containers' IDs (``lab://<pid>``, as the pod status reports them).
+        Called from the API's threads: it reads ``returncode`` and leaves reaping (poll) to the
+        runner's loop."""
+        if self.api_pods is not None:
+            for pod in list(self.api_pods.pods.values()):
+                meta = pod.pod["metadata"]
+                if (meta["namespace"], meta["name"]) != (namespace, name):
+                    continue
+                if pod.host_network:
+                    sandbox = os.getpid()
+                else:
+                    holder = pod.sandbox.holder if pod.sandbox is not None else None
+                    sandbox = holder.pid if holder is not None and holder.returncode is None else None
+                return {
+                    "uid": pod.uid,
+                    "sandbox": f"lab://{sandbox}" if sandbox else None,
+                    "containers": {
+                        c.name: f"lab://{c.process.pid}"
+                        for c in pod.containers
+                        if c.process is not None and c.process.returncode is None
+                    },
+                }
+        for running in list(self.pods.values()):
+            spec = running.spec
+            if spec is None or spec.namespace != namespace:
+                continue
+            if (f"{spec.name}-{self.node_name}" if self.node_name else spec.name) != name:
+                continue
+            return {
+                "uid": running.content_hash[:32],
+                "sandbox": f"lab://{os.getpid()}",  # static pods run in the node's network namespace
+                "containers": {
+                    c.name: f"lab://{p.pid}"
+                    for c, p in zip(spec.containers, running.processes, strict=False)  # processes: those started
+                    if p.returncode is None
+                },
+            }
+        return None
 
     # --- process control --------------------------------------------------------------------
     def _container_log(self, pod: RunningPod, container: str) -> pathlib.Path:
@@ -775,6 +819,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tls-cert-file", type=pathlib.Path, help="the kubelet API's serving certificate")
     parser.add_argument("--tls-private-key-file", type=pathlib.Path, help="its key")
     parser.add_argument("--client-ca-file", type=pathlib.Path, help="the CA of the client certificates it accepts")
+    parser.add_argument(
+        "--streaming-server",
+        type=pathlib.Path,
+        help="the runtime's streaming server for exec, attach and port-forward (default: BIN_DIR/cri-streaming)",
+    )
     return Runner(parser.parse_args(argv)).run()
 
 

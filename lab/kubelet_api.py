@@ -16,12 +16,20 @@ client certificate. What the lab's kubelet serves, with kubelet's own rules:
   falls back to ``proxy``, and ``proxy`` for everything else); a refusal is kubelet's 403 text;
 - ``/healthz``; ``/pods`` (the pods this kubelet runs: the mapped API pods and the static pods'
   mirror pods); ``/containerLogs/<namespace>/<pod>/<container>`` with ``follow``, ``tailLines`` and
-  ``limitBytes`` (kubelet's query parameters), from the container's log under ``/var/log/pods``.
+  ``limitBytes`` (kubelet's query parameters), from the container's log under ``/var/log/pods``;
+- ``/exec``, ``/attach`` and ``/portForward`` as kubelet serves them (getExec, getAttach,
+  getPortForward in pkg/kubelet/server/server.go): the stream options checked as
+  remotecommand.NewOptions checks them, the pod and container found, the runtime asked for a
+  streaming URL (CRI's Exec, Attach, PortForward) and the caller's upgraded connection proxied to it
+  (UpgradeAwareHandler, upgrade required). The runtime's streaming server is k8s.io/cri-streaming,
+  as containerd serves it (lab/go/cri-streaming); it speaks SPDY, and so does this kubelet to
+  kube-apiserver: the node does not declare ExtendWebSocketsToKubelet, so kube-apiserver translates
+  kubectl's WebSockets to SPDY, as it does for every kubelet before 1.36.
 
 Not served here, and answered with a 400 or 404 that says so: ``timestamps`` and ``sinceSeconds``/
 ``sinceTime`` (the lab keeps a container's output as it was written, without kubelet's per-line
-CRI timestamps), ``previous`` (one log per container, restarts appended), exec, attach,
-port-forward and the metrics endpoints. Standard library only: the node's system Python runs it.
+CRI timestamps), ``previous`` (one log per container, restarts appended) and the metrics
+endpoints. Standard library only: the node's system Python runs it.
 """
 
 from __future__ import annotations
@@ -33,8 +41,10 @@ import json
 import pathlib
 import re
 import select
+import socket
 import socketserver
 import ssl
+import subprocess
 import threading
 import time
 import urllib.parse
@@ -47,6 +57,15 @@ _SUBRESOURCES = (("/stats", "stats"), ("/metrics", "metrics"), ("/logs", "log"),
 _FINE_GRAINED = (("/pods", "pods"), ("/healthz", "healthz"), ("/configz", "configz"))
 _VERBS = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 _LOG_PATH = re.compile(r"^/containerLogs/(?P<namespace>[^/]+)/(?P<pod>[^/]+)/(?P<container>[^/]+)/?$")
+# kubelet's routes: /{exec,attach}/{podNamespace}/{podID}[/{uid}]/{containerName} and
+# /portForward/{podNamespace}/{podID}[/{uid}]
+_STREAM_PATH = re.compile(
+    r"^/(?P<kind>exec|attach)/(?P<namespace>[^/]+)/(?P<pod>[^/]+)(?:/(?P<uid>[^/]+))?/(?P<container>[^/]+)/?$"
+)
+_PORT_FORWARD_PATH = re.compile(r"^/portForward/(?P<namespace>[^/]+)/(?P<pod>[^/]+)(?:/(?P<uid>[^/]+))?/?$")
+# headers a proxied stream does not pass on: the caller's credentials are for this kubelet, not its runtime
+_NOT_PROXIED = frozenset({"host", "authorization"})
+STREAM_CHUNK = 1 << 16
 
 
 def _is_subpath(path: str, prefix: str) -> bool:
@@ -90,7 +109,85 @@ def tail(data: bytes, lines: int | None, limit: int | None) -> bytes:
     return data
 
 
-class LogRequestError(ValueError):
+def stream_options(query: dict[str, list[str]]) -> dict:
+    """remotecommand.NewOptions (k8s.io/cri-streaming): ``"1"`` turns a stream on (the query names
+    are core/v1's ExecStdinParam ``input``, ``output``, ``error`` and ``tty``); a TTY has no separate
+    stderr; at least one stream, else a 400 with its words."""
+
+    def on(name: str) -> bool:
+        return (query.get(name) or [""])[0] == "1"
+
+    options = {"tty": on("tty"), "stdin": on("input"), "stdout": on("output"), "stderr": on("error")}
+    if options["tty"]:
+        options["stderr"] = False
+    if not (options["stdin"] or options["stdout"] or options["stderr"]):
+        raise RequestError(400, "you must specify at least 1 of stdin, stdout, stderr")
+    return options
+
+
+def is_upgrade_request(headers) -> bool:
+    """httpstream.IsUpgradeRequest: a Connection header naming ``upgrade``."""
+    values = headers.get_all("Connection") or []
+    return any(token.strip().lower() == "upgrade" for value in values for token in value.split(","))
+
+
+class StreamingError(RuntimeError):
+    """The runtime refused a stream or could not be asked."""
+
+
+class StreamingRuntime:
+    """The container runtime's streaming server (lab/go/cri-streaming), asked for a stream's URL as
+    kubelet asks its runtime over CRI: one JSON request per line on its stdin, one answer per line
+    on its stdout. Started with the kubelet API; started again if it exited."""
+
+    def __init__(self, executable: str | pathlib.Path):
+        self.executable = str(executable)
+        self.process: subprocess.Popen | None = None
+        self.lock = threading.Lock()
+
+    def start(self) -> None:
+        with self.lock:
+            self._ensure()
+
+    def _ensure(self) -> subprocess.Popen:
+        if self.process is None or self.process.poll() is not None:
+            # its stderr is the kubelet's log; it ends when its stdin closes (the kubelet is gone)
+            self.process = subprocess.Popen(
+                [self.executable], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
+            )
+        return self.process
+
+    def url(self, **request) -> str:
+        with self.lock:
+            try:
+                process = self._ensure()
+                assert process.stdin is not None and process.stdout is not None
+                process.stdin.write(json.dumps(request) + "\n")
+                process.stdin.flush()
+                line = process.stdout.readline()
+            except OSError as exc:
+                raise StreamingError(f"the runtime's streaming server ({self.executable}): {exc}") from exc
+        if not line:
+            raise StreamingError(f"the runtime's streaming server ({self.executable}) exited; see the kubelet's log")
+        answer = json.loads(line)
+        if answer.get("error"):
+            raise StreamingError(answer["error"])
+        return answer["url"]
+
+    def stop(self) -> None:
+        with self.lock:
+            if self.process is not None and self.process.poll() is None:
+                assert self.process.stdin is not None
+                with contextlib.suppress(OSError):
+                    self.process.stdin.close()
+                try:
+                    self.process.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+                    self.process.wait()
+
+
+class RequestError(ValueError):
     def __init__(self, status: int, message: str):
         super().__init__(message)
         self.status = status
@@ -108,20 +205,20 @@ def log_options(query: dict[str, list[str]]) -> dict:
             return None
         text = query[name][0]
         if not re.fullmatch(r"-?\d+", text):
-            raise LogRequestError(400, f'{name}: invalid value "{text}": must be an integer')
+            raise RequestError(400, f'{name}: invalid value "{text}": must be an integer')
         value = int(text)
         if value < 0 and name != "tailLines":
-            raise LogRequestError(400, f"{name}: Invalid value: {value}: must be greater than or equal to 0")
+            raise RequestError(400, f"{name}: Invalid value: {value}: must be greater than or equal to 0")
         return value
 
     if flag("timestamps") or "sinceSeconds" in query or "sinceTime" in query:
-        raise LogRequestError(
+        raise RequestError(
             400,
             "the lab's kubelet keeps container output as written, without per-line timestamps: "
             "timestamps, sinceSeconds and sinceTime are not served",
         )
     if flag("previous"):
-        raise LogRequestError(
+        raise RequestError(
             400, "the lab's kubelet keeps one log per container, restarts appended: previous is not served"
         )
     lines = number("tailLines")
@@ -134,13 +231,17 @@ def log_options(query: dict[str, list[str]]) -> dict:
 
 class KubeletApi:
     """The HTTPS server; ``api`` is the node's KubeApi (its kubelet credentials), ``pods()`` the pod
-    objects this kubelet runs now."""
+    objects this kubelet runs now, ``runtime_pod(namespace, name)`` what the runtime knows of one
+    (``{"uid", "sandbox", "containers": {name: container ID}}``, None when it runs no such pod) and
+    ``streaming`` the runtime's streaming server (a StreamingRuntime)."""
 
-    def __init__(self, node, address, cert, key, client_ca, api, log_dir, pods, port=PORT):
+    def __init__(self, node, address, cert, key, client_ca, api, log_dir, pods, runtime_pod, streaming, port=PORT):
         self.node = node
         self.api = api
         self.log_dir = pathlib.Path(log_dir)
         self.pods = pods
+        self.runtime_pod = runtime_pod
+        self.streaming = streaming
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(str(cert), str(key))
@@ -152,11 +253,13 @@ class KubeletApi:
         self.thread = threading.Thread(target=self.server.serve_forever, name="kubelet-api", daemon=True)
 
     def start(self) -> None:
+        self.streaming.start()
         self.thread.start()
 
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+        self.streaming.stop()
 
     # --- authentication and authorisation, delegated -------------------------------------------
     def authenticate(self, cert: dict | None, authorization: str) -> tuple[str, list[str], dict] | None:
@@ -196,16 +299,43 @@ class KubeletApi:
     # --- what it serves ---------------------------------------------------------------------
     def container_log(self, namespace: str, pod: str, container: str) -> pathlib.Path:
         """The newest ``/var/log/pods/<ns>_<pod>_<uid>/<container>/0.log`` (a pod made anew under the
-        same name has another uid; names hold no ``_``); a LogRequestError 404 when there is none."""
+        same name has another uid; names hold no ``_``); a RequestError 404 when there is none."""
         pods_dir = self.log_dir / "pods"
         found = [d for d in pods_dir.glob(f"{glob.escape(namespace)}_{glob.escape(pod)}_*") if d.is_dir()]
         if not found:
-            raise LogRequestError(404, f'pod "{pod}" in namespace "{namespace}" is not running on node "{self.node}"')
+            raise RequestError(404, f'pod "{pod}" in namespace "{namespace}" is not running on node "{self.node}"')
         newest = max(found, key=lambda d: d.stat().st_mtime)
         log = newest / container / "0.log"
         if not log.is_file():
-            raise LogRequestError(404, f'container "{container}" in pod "{pod}" is not available')
+            raise RequestError(404, f'container "{container}" in pod "{pod}" is not available')
         return log
+
+    def stream_url(self, kind: str, namespace: str, pod: str, uid: str | None, container: str | None, query) -> str:
+        """The runtime's URL for an exec, attach or port-forward (kubelet's GetExec, GetAttach,
+        GetPortForward); a RequestError with kubelet's status and words when there is none."""
+        options = stream_options(query) if kind != "portforward" else {}
+        found = self.runtime_pod(namespace, pod)
+        if found is None:
+            raise RequestError(404, "pod does not exist")
+        if uid and uid != found["uid"]:
+            if kind == "portforward":
+                raise RequestError(404, "pod not found")
+            raise RequestError(500, f'container not found ("{container}")')
+        try:
+            if kind == "portforward":
+                if not found.get("sandbox"):
+                    raise RequestError(500, f'pod "{pod}" has no running sandbox')
+                return self.streaming.url(kind=kind, pod_sandbox_id=found["sandbox"])
+            container_id = found["containers"].get(container)
+            if not container_id:
+                raise RequestError(500, f'container not found ("{container}")')
+            if kind == "attach":
+                return self.streaming.url(kind=kind, container_id=container_id, **options)
+            if not query.get("command"):
+                raise RequestError(400, "you must specify a command to run (the command query parameter)")
+            return self.streaming.url(kind=kind, container_id=container_id, cmd=query["command"], **options)
+        except StreamingError as exc:
+            raise RequestError(500, str(exc)) from exc
 
 
 class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
@@ -262,6 +392,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._reply(200, json.dumps(body).encode(), "application/json")
         elif (match := _LOG_PATH.match(path)) and self.command in ("GET", "HEAD"):
             self._logs(match, urllib.parse.parse_qs(url.query))
+        elif (match := _STREAM_PATH.match(path) or _PORT_FORWARD_PATH.match(path)) and self.command in ("GET", "POST"):
+            self._stream(match, urllib.parse.parse_qs(url.query))
         else:
             self._reply(404, b"404 page not found")
 
@@ -287,7 +419,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             # one open file for what is there and, when followed, what the container writes next:
             # nothing written between the two can fall in a gap
             handle = open(log, "rb")  # noqa: SIM115 - closed below, after the stream
-        except LogRequestError as exc:
+        except RequestError as exc:
             self._reply(exc.status, str(exc).encode())
             return
         except OSError as exc:
@@ -331,3 +463,58 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return not self.connection.recv(1)
         except (OSError, ValueError):
             return True
+
+    # --- exec, attach, port-forward ----------------------------------------------------------
+    def _stream(self, match: re.Match, query: dict) -> None:
+        groups = match.groupdict()
+        kind = groups.get("kind") or "portforward"
+        self.close_connection = True  # an upgraded connection is the stream's, not HTTP's
+        try:
+            target = self.kubelet.stream_url(
+                kind, groups["namespace"], groups["pod"], groups.get("uid"), groups.get("container"), query
+            )
+        except RequestError as exc:
+            self._reply(exc.status, str(exc).encode())
+            return
+        if not is_upgrade_request(self.headers):
+            # UpgradeAwareHandler with upgradeRequired, as kubelet proxies streams
+            self._reply(400, b"Upgrade request required")
+            return
+        self._proxy(target)
+
+    def _proxy(self, target: str) -> None:
+        """The request as it came, to the runtime's URL, then the bytes of both directions as they
+        come until one side ends (UpgradeAwareHandler: the runtime answers the upgrade itself)."""
+        location = urllib.parse.urlsplit(target)
+        try:
+            backend = socket.create_connection((location.hostname, location.port), timeout=10)
+        except OSError as exc:
+            self._reply(500, f"error dialing backend: {exc}".encode())
+            return
+        with backend:
+            backend.settimeout(None)
+            request = [f"{self.command} {location.path}{'?' + location.query if location.query else ''} HTTP/1.1"]
+            request.append(f"Host: {location.netloc}")
+            request += [f"{name}: {value}" for name, value in self.headers.items() if name.lower() not in _NOT_PROXIED]
+            backend.sendall(("\r\n".join(request) + "\r\n\r\n").encode("latin-1"))
+            self._splice(backend)
+
+    def _splice(self, backend: socket.socket) -> None:
+        # One thread for both directions: an SSL socket must not be read and written from two
+        # threads at once. The client's buffered reader is empty here (a client sends nothing
+        # before the upgrade is answered) and read1 of a full chunk keeps it so.
+        client = self.connection
+        with contextlib.suppress(OSError, ValueError):
+            while True:
+                pending = client.pending() if isinstance(client, ssl.SSLSocket) else 0
+                readable = [client] if pending else select.select([client, backend], [], [])[0]
+                if client in readable:
+                    data = self.rfile.read1(STREAM_CHUNK)
+                    if not data:
+                        return
+                    backend.sendall(data)
+                if backend in readable:
+                    data = backend.recv(STREAM_CHUNK)
+                    if not data:
+                        return
+                    self.wfile.write(data)

@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import pathlib
+import select
 import subprocess
 import time
 import urllib.request
@@ -496,3 +497,109 @@ def test_kubectl_logs_reaches_the_nodes_kubelet_api(lab, apis, namespace):
         reader_config.unlink()
     assert forbidden.returncode != 0 and 'cannot get resource "pods/log"' in forbidden.stderr, forbidden
     print(f"PROOF kubectl logs: {logs.stdout!r}; -l --tail=1: {selected.stdout!r}; refused: {refused.stderr.strip()!r}")
+
+
+def test_kubectl_exec_attach_and_port_forward_reach_the_container(lab, apis, namespace):
+    """``kubectl exec``, ``attach`` and ``port-forward`` as a user types them: kube-apiserver
+    translates kubectl's WebSockets to SPDY for the node's kubelet, which asks its runtime's streaming
+    server (k8s.io/cri-streaming) for the stream and proxies it. The command runs as the container
+    does (its user, host name, environment, capability bounding set), its exit code comes back, stdin
+    goes in; port-forward reaches a port bound to the pod's own loopback, and attach shows what the
+    container writes. Before, kubelet's /exec, /attach and /portForward answered 404."""
+    core, _apps, _rbac = apis
+    kubectl = lab.bin_dir / "kubectl"
+    serve = (
+        "mkdir -p /www/site && echo pod-says-hi > /www/site/hi.txt && cd /www/site && "
+        "exec python3 -u -m http.server 8080 --bind 127.0.0.1"
+    )
+    core.create_namespaced_pod(
+        namespace,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "web"},
+            "spec": {
+                "securityContext": {"runAsUser": 1000, "runAsGroup": 1000},
+                "containers": [
+                    {
+                        **_alpine("serve", "sh", "-c", serve),
+                        "env": [{"name": "GREETING", "value": "hello from the pod"}],
+                        "volumeMounts": [{"name": "www", "mountPath": "/www"}],
+                    },
+                    {
+                        **_alpine("locked", "sleep", "3600"),
+                        "securityContext": {
+                            "runAsUser": 0,
+                            "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]},
+                        },
+                    },
+                ],
+                "volumes": [{"name": "www", "emptyDir": {}}],
+                "terminationGracePeriodSeconds": 0,
+            },
+        },
+    )
+    pod = wait_until(
+        lambda: (p := core.read_namespaced_pod("web", namespace)).status.phase == "Running" and p,
+        60,
+        "the web pod to run",
+    )
+    base = [str(kubectl), f"--kubeconfig={lab.kubeconfig}", "-n", namespace]
+
+    def kubectl_run(*argv: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([*base, *argv], input=stdin, capture_output=True, text=True, timeout=60, check=False)
+
+    probe = "id -u; id -g; hostname; echo $GREETING; grep CapBnd /proc/self/status"
+    ran = wait_until(
+        lambda: (r := kubectl_run("exec", "web", "--", "sh", "-c", probe)).returncode == 0 and r,
+        30,
+        "kubectl exec to run a command in the container",
+    )
+    container_bounding = next(
+        line
+        for line in pathlib.Path(f"/proc/{pid_of(pod)}/status").read_text().splitlines()
+        if line.startswith("CapBnd")
+    )
+    assert ran.stdout.splitlines() == ["1000", "1000", "web", "hello from the pod", container_bounding], ran
+    # a root container keeps only its capabilities, and so does what is exec'd in it (-c picks it)
+    locked = kubectl_run("exec", "web", "-c", "locked", "--", "grep", "-E", "^(Uid|CapEff|CapBnd)", "/proc/self/status")
+    net_bind_service = "0000000000000400"
+    assert locked.stdout.split() == ["Uid:", *["0"] * 4, "CapEff:", net_bind_service, "CapBnd:", net_bind_service], (
+        locked
+    )
+    failed = kubectl_run("exec", "web", "--", "sh", "-c", "echo to-stderr >&2; exit 7")
+    assert failed.returncode == 7 and "to-stderr" in failed.stderr, failed
+    assert "command terminated with exit code 7" in failed.stderr, failed
+    piped = kubectl_run("exec", "-i", "web", "--", "sh", "-c", "tr a-z A-Z", stdin="piped input\n")
+    assert (piped.returncode, piped.stdout) == (0, "PIPED INPUT\n"), piped
+    missing = kubectl_run("exec", "web", "--", "no-such-command")
+    assert missing.returncode != 0, missing
+
+    attach = subprocess.Popen([*base, "attach", "web"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    forward = subprocess.Popen(
+        [*base, "port-forward", "pod/web", "0:8080"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        line = forward.stdout.readline()  # "Forwarding from 127.0.0.1:<port> -> 8080"
+        assert line.startswith("Forwarding from 127.0.0.1:"), (line, forward.stderr)
+        local = int(line.split("127.0.0.1:", 1)[1].split()[0])
+        with urllib.request.urlopen(f"http://127.0.0.1:{local}/hi.txt", timeout=30) as response:  # noqa: S310
+            served = response.read().decode()
+        assert served == "pod-says-hi\n"
+        # attach shows what the container writes from now on: http.server's line for that request
+        attached = ""
+        deadline = time.monotonic() + 30
+        while "GET /hi.txt" not in attached and time.monotonic() < deadline:
+            ready = select.select([attach.stdout], [], [], 1)[0]
+            if ready:
+                attached += attach.stdout.readline()
+        assert "GET /hi.txt" in attached, attached
+    finally:
+        for process in (attach, forward):
+            process.kill()
+            process.communicate()
+    print(
+        f"PROOF kubectl exec: {ran.stdout.splitlines()}; root without capabilities: {locked.stdout.split()}; "
+        f"exit 7 -> {failed.returncode}; "
+        f"stdin -> {piped.stdout!r}; port-forward -> {served!r}; attach -> {attached.strip()!r}"
+    )

@@ -5,8 +5,11 @@ the test's own, the API server's reviews answered by a stub that records what it
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import socket
+import socketserver
 import ssl
 import threading
 import time
@@ -75,7 +78,7 @@ def test_log_query_as_kubelet_checks_it_and_what_the_lab_does_not_serve():
         ({"sinceSeconds": ["60"]}, "without per-line timestamps"),
         ({"previous": ["true"]}, "previous is not served"),
     ):
-        with pytest.raises(kubelet_api.LogRequestError, match=words) as err:
+        with pytest.raises(kubelet_api.RequestError, match=words) as err:
             kubelet_api.log_options(query)
         assert err.value.status == 400
 
@@ -107,6 +110,7 @@ def kubelet(tmp_path):
     container.mkdir(parents=True)
     (container / "0.log").write_bytes(b"".join(b"line %d\n" % n for n in range(1, 21)))
     api = StubApi({"good-token": "system:serviceaccount:ns:reader"}, {"kube-apiserver-kubelet-client"})
+    runtime = StubRuntime()
     server = kubelet_api.KubeletApi(
         NODE,
         "127.0.0.1",
@@ -116,11 +120,65 @@ def kubelet(tmp_path):
         api,
         logs,
         lambda: [{"metadata": {"name": "web", "namespace": "ns"}}],
+        lambda namespace, name: RUNTIME_PODS.get((namespace, name)),
+        runtime,
         port=0,
     )
     server.start()
+    server.runtime = runtime  # for the stream tests
     yield server, api, tmp_path, container / "0.log"
     server.stop()
+    runtime.backend.shutdown()
+    runtime.backend.server_close()
+
+
+# What the runtime knows of the pods (Runner.runtime_pod's form).
+RUNTIME_PODS = {
+    ("ns", "web"): {"uid": "u-1", "sandbox": "lab://40", "containers": {"app": "lab://41"}},
+    ("ns", "stopped"): {"uid": "u-2", "sandbox": None, "containers": {}},
+}
+
+
+class _Backend(socketserver.ThreadingMixIn, socketserver.TCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class _Upgrade(socketserver.StreamRequestHandler):
+    """The runtime's streaming server as a stub: records the request it was sent, answers the upgrade
+    and echoes every byte back upper-cased until the client closes."""
+
+    def handle(self):
+        head = b""
+        while not head.endswith(b"\r\n\r\n"):
+            head += self.rfile.read(1)
+        self.server.requests.append(head.decode("latin-1"))
+        self.wfile.write(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n")
+        while data := self.request.recv(1024):
+            self.wfile.write(data.upper())
+
+
+class StubRuntime:
+    """StreamingRuntime's interface: each URL points at a stub streaming server; every request and
+    the error to answer with are recorded and set by the test."""
+
+    def __init__(self):
+        self.asked, self.error = [], None
+        self.backend = _Backend(("127.0.0.1", 0), _Upgrade)
+        self.backend.requests = []
+        threading.Thread(target=self.backend.serve_forever, args=(0.05,), daemon=True).start()
+
+    def start(self):
+        pass
+
+    def stop(self):
+        pass
+
+    def url(self, **request):
+        self.asked.append(request)
+        if self.error:
+            raise kubelet_api.StreamingError(self.error)
+        return f"http://127.0.0.1:{self.backend.server_address[1]}/{request['kind']}/t0ken"
 
 
 def _get(kubelet, path, cert=None, token=None, stream=False):
@@ -202,3 +260,129 @@ def test_a_followed_log_streams_what_the_container_writes_next(kubelet):
     assert received == [b"line 21\n"]
     log.unlink()  # the pod is gone: the stream ends
     assert response.read() == b""
+
+
+def test_stream_options_as_remotecommand_reads_them():
+    assert kubelet_api.stream_options({"output": ["1"], "error": ["1"]}) == {
+        "tty": False,
+        "stdin": False,
+        "stdout": True,
+        "stderr": True,
+    }
+    # a terminal has no separate stderr; "true" is not "1"
+    assert kubelet_api.stream_options({"tty": ["1"], "input": ["1"], "error": ["1"], "output": ["true"]}) == {
+        "tty": True,
+        "stdin": True,
+        "stdout": False,
+        "stderr": False,
+    }
+    with pytest.raises(kubelet_api.RequestError, match="you must specify at least 1 of stdin, stdout, stderr") as err:
+        kubelet_api.stream_options({"stdout": ["1"]})  # the CRI field's name is not the query's
+    assert err.value.status == 400
+
+
+def _upgrade(kubelet, path, cert="client", upgrade=True):
+    """A raw TLS connection that sends an upgrade request as kube-apiserver's SPDY client does;
+    returns the socket and the response head."""
+    server, _api, files, _log = kubelet
+    context = ssl.create_default_context(cafile=str(files / "ca.crt"))
+    context.load_cert_chain(str(files / f"{cert}.crt"), str(files / f"{cert}.key"))
+    raw = socket.create_connection(("127.0.0.1", server.server.server_address[1]), timeout=10)
+    tls = context.wrap_socket(raw, server_hostname="127.0.0.1")
+    headers = ["X-Stream-Protocol-Version: v4.channel.k8s.io", "X-Stream-Protocol-Version: v3.channel.k8s.io"]
+    if upgrade:
+        headers += ["Connection: Upgrade", "Upgrade: SPDY/3.1"]
+    head = f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer secret\r\n"
+    tls.sendall((head + "".join(h + "\r\n" for h in headers) + "\r\n").encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = tls.recv(1)
+        if not chunk:
+            break
+        head += chunk
+    return tls, head.decode("latin-1")
+
+
+def test_exec_is_proxied_to_the_runtimes_stream_both_ways(kubelet):
+    server, api, _files, _log = kubelet
+    tls, head = _upgrade(kubelet, "/exec/ns/web/app?command=sh&command=-c&command=id&output=1&error=1")
+    assert head.startswith("HTTP/1.1 101 Switching Protocols"), head
+    # the runtime was asked as kubelet asks it over CRI: the container's ID, the command, the streams
+    assert server.runtime.asked == [
+        {
+            "kind": "exec",
+            "container_id": "lab://41",
+            "cmd": ["sh", "-c", "id"],
+            "tty": False,
+            "stdin": False,
+            "stdout": True,
+            "stderr": True,
+        }
+    ]
+    # the request went on to the runtime's URL with the caller's headers but not its credentials
+    sent = server.runtime.backend.requests[0]
+    assert sent.startswith("POST /exec/t0ken HTTP/1.1\r\n"), sent
+    assert sent.count("X-Stream-Protocol-Version:") == 2 and "Upgrade: SPDY/3.1" in sent
+    assert "Authorization" not in sent and "secret" not in sent
+    # and the upgraded connection carries bytes both ways, in pieces as they come
+    for piece in (b"frame-one", b"x" * 70000):
+        tls.sendall(piece)
+        echoed = b""
+        while len(echoed) < len(piece):
+            echoed += tls.recv(len(piece) - len(echoed))
+        assert echoed == piece.upper()
+    tls.close()
+    assert [spec["resourceAttributes"]["subresource"] for _kind, spec in api.asked] == ["proxy"]
+
+
+def test_attach_and_port_forward_ask_for_the_container_and_the_sandbox(kubelet):
+    server, _api, _files, _log = kubelet
+    tls, head = _upgrade(kubelet, "/attach/ns/web/u-1/app?output=1&tty=1")
+    tls.close()
+    assert head.startswith("HTTP/1.1 101"), head
+    tls, head = _upgrade(kubelet, "/portForward/ns/web")
+    tls.close()
+    assert head.startswith("HTTP/1.1 101"), head
+    assert server.runtime.asked == [
+        {"kind": "attach", "container_id": "lab://41", "tty": True} | {"stdin": False, "stdout": True, "stderr": False},
+        {"kind": "portforward", "pod_sandbox_id": "lab://40"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("path", "upgrade", "status", "words"),
+    [
+        ("/exec/ns/gone/app?command=id&output=1", True, 404, "pod does not exist"),
+        ("/exec/ns/web/db?command=id&output=1", True, 500, 'container not found ("db")'),
+        ("/exec/ns/web/other-uid/app?command=id&output=1", True, 500, 'container not found ("app")'),
+        ("/exec/ns/web/app?command=id", True, 400, "you must specify at least 1 of stdin, stdout, stderr"),
+        ("/exec/ns/web/app?output=1", True, 400, "you must specify a command"),
+        ("/exec/ns/web/app?command=id&output=1", False, 400, "Upgrade request required"),
+        ("/portForward/ns/web/other-uid", True, 404, "pod not found"),
+        ("/portForward/ns/stopped", True, 500, 'pod "stopped" has no running sandbox'),
+    ],
+)
+def test_a_stream_kubelet_cannot_give_is_refused_with_its_status(kubelet, path, upgrade, status, words):
+    server, _api, _files, _log = kubelet
+    tls, head = _upgrade(kubelet, path, upgrade=upgrade)
+    body = b""
+    with contextlib.suppress(OSError):
+        while chunk := tls.recv(4096):
+            body += chunk
+    tls.close()
+    assert head.startswith(f"HTTP/1.1 {status} "), head
+    assert words in body.decode(), body
+    assert server.runtime.backend.requests == []  # nothing reached the runtime's streams
+
+
+def test_the_runtimes_refusal_and_a_stranger_never_reach_a_stream(kubelet):
+    server, _api, _files, _log = kubelet
+    server.runtime.error = "container lab://41 is not running: no such process"
+    tls, head = _upgrade(kubelet, "/exec/ns/web/app?command=id&output=1")
+    body = tls.recv(4096).decode()
+    tls.close()
+    assert head.startswith("HTTP/1.1 500 ") and "is not running" in body, (head, body)
+    tls, head = _upgrade(kubelet, "/exec/ns/web/app?command=id&output=1", cert="stranger")
+    tls.close()
+    assert head.startswith("HTTP/1.1 403 "), head
+    assert server.runtime.backend.requests == []
