@@ -40,6 +40,8 @@ OPTIONAL_BINARIES = (
     "load-watcher",
     "nfd-master",
     "nfd-worker",
+    "cri-streaming",
+    "metrics-server",
 )
 # Go's usual install place on these machines; PATH wins when it has a go.
 GO_FALLBACKS = ("/usr/local/go/bin/go",)
@@ -60,6 +62,8 @@ class GoBuild:
     output_name: str | None = None  # for a single package whose directory name is not the binary's
     version_packages: tuple[str, ...] = ()  # packages whose version variables the release build sets
     stamps: tuple[str, ...] = ()  # other -X package.variable=value stamps the project's release build sets
+    # directories of the required module's source kept beside the binaries (metrics-server's manifests)
+    sources: tuple[str, ...] = ()
 
     def ldflags(self) -> str:
         """-s -w, plus the version stamps Kubernetes' own build sets (hack/lib/version.sh), so that
@@ -87,7 +91,8 @@ class GoBuild:
             digest.update((self.module_dir / name).read_bytes())
         for source in sorted(self.module_dir.glob("*.go")):  # a wrapper module's own main package
             digest.update(source.name.encode() + b"\0" + source.read_bytes())
-        digest.update(repr((self.packages, self.binaries, self.output_name, self.ldflags())).encode())
+        built = (self.packages, self.binaries, self.output_name, self.ldflags())
+        digest.update(repr((*built, self.sources) if self.sources else built).encode())
         return digest.hexdigest()
 
     @property
@@ -229,6 +234,18 @@ COMPONENTS = (
         binaries=("cri-streaming",),
         output_name="cri-streaming",
     ),
+    # metrics-server, the cluster add-on behind kubectl top and resource-metric HPAs (the image's
+    # /metrics-server; its Makefile: go build -o metrics-server ./cmd/metrics-server), with the
+    # manifests its release's components.yaml is built from (lab/cluster.py applies overlays/release).
+    GoBuild(
+        name="metrics-server",
+        module="sigs.k8s.io/metrics-server",
+        packages=("sigs.k8s.io/metrics-server/cmd/metrics-server",),
+        binaries=("metrics-server",),
+        output_name="metrics-server",
+        stamps=("k8s.io/client-go/pkg/version.gitVersion=v0.9.0",),
+        sources=("manifests",),
+    ),
     GoBuild(
         name="load-watcher",
         module="github.com/paypal/load-watcher",
@@ -311,6 +328,28 @@ def cached_build_current(component: GoBuild) -> bool:
     return stamp.get("recipe") == component.recipe()
 
 
+def _copy_sources(component: GoBuild, go: str, staging: pathlib.Path, env: dict) -> None:
+    """The module's source directories the lab uses besides its binaries, from the module cache the
+    build has just filled (``go list -m -json`` names the module's directory), made writable so a
+    rebuild can replace them."""
+    listed = subprocess.run(
+        [go, "list", "-m", "-json", component.module],
+        cwd=component.module_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if listed.returncode != 0:
+        raise AssetsError(f"go list -m {component.module} failed: {listed.stderr.strip()}")
+    module_dir = pathlib.Path(json.loads(listed.stdout)["Dir"])
+    for name in component.sources:
+        target = staging / name
+        shutil.copytree(module_dir / name, target, copy_function=shutil.copyfile)
+        for directory, _dirs, _files in os.walk(target):
+            os.chmod(directory, 0o755)  # noqa: S103 - a cache directory of this user's
+
+
 def build_component(component: GoBuild, go: str, log=print) -> pathlib.Path:
     """Build one component into its cache directory; an interrupted build leaves no partial bin/."""
     target = cached_bin_dir(component)
@@ -334,6 +373,8 @@ def build_component(component: GoBuild, go: str, log=print) -> pathlib.Path:
         missing = _missing(staging, component.binaries)
         if missing:
             raise AssetsError(f"go build of {component.name} produced no {', '.join(missing)}")
+        if component.sources:
+            _copy_sources(component, go, staging, env)
         stamp = {"recipe": component.recipe(), "version": component.version, "go": go, "command": cmd[1:]}
         (staging / RECIPE_FILE).write_text(json.dumps(stamp, indent=2) + "\n")
         if target.exists():

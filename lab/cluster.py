@@ -33,6 +33,7 @@ import os
 import pathlib
 import shutil
 import ssl
+import subprocess
 import time
 import urllib.error
 from collections.abc import Callable, Iterator
@@ -73,6 +74,9 @@ DEFAULT_SYSFS_SCENARIO = "intel_pstate_active"
 PORTS = {"etcd": 2379, "etcd-peer": 2380, "apiserver": 6443, "controller-manager": 10257, "scheduler": 10259}
 # The control-plane ports the controller reaches on 127.0.0.1 (relayed into the lab's network).
 RELAYED_PORTS = ("etcd", "apiserver", "controller-manager", "scheduler")
+# Cluster add-ons: (the Go build that carries them, its kustomization, the APIService it serves).
+# metrics-server as its README installs it (the release's components.yaml is overlays/release).
+ADDONS = (("metrics-server", "manifests/overlays/release", "v1beta1.metrics.k8s.io"),)
 __all__ = ["STATE_ENV", "Lab", "LabConfig", "LabError", "node_ready", "process_alive", "tagged_processes"]
 
 
@@ -245,7 +249,10 @@ class Lab:
             "api_url": self.config.api_url,
             "kubeconfig": str(self.paths.kubeconfig),
             "config": self.config.to_json(),
-            "nodes": {n.name: {"address": n.address, "control_plane": n.control_plane} for n in self.config.nodes},
+            "nodes": {
+                n.name: {"address": n.address, "node_ip": n.node_ip, "control_plane": n.control_plane}
+                for n in self.config.nodes
+            },
             "processes": self.processes,
             "updated": time.time(),
         }
@@ -416,9 +423,10 @@ class Lab:
         border = network.component(
             paths.state_dir / "network.json",
             paths.state_dir / "network.ready",
-            [("127.0.0.1", config.port(name)) for name in RELAYED_PORTS]
-            + [(node.address, nodes.SSH_PORT) for node in config.nodes],
+            [("127.0.0.1", config.port(name), "127.0.0.1") for name in RELAYED_PORTS]
+            + [(node.address, nodes.SSH_PORT, node.node_ip) for node in config.nodes],
             [pki.SERVICE_CIDR],
+            [node.node_ip for node in config.nodes],
         )
         self._start(border)
         self.wait_for("the lab's network namespace", border.health, "network")
@@ -471,7 +479,42 @@ class Lab:
         )
         # Pods are refused until the service-account controller has made `default` in a namespace.
         self.wait_for("the default service account", self._default_service_account, "kube-controller-manager")
+        self._apply_addons()
         self._save_state("running")
+
+    def _apply_addons(self) -> None:
+        """The cluster add-ons a kubeadm cluster is given after `kubeadm init` (ADDONS), applied as
+        their projects say (kubectl apply -k of the release's kustomization), then waited for: a
+        registered APIService that is not Available fails API discovery for every client."""
+        kubectl = self.paths.bin / "kubectl"
+        for component, kustomization, apiservice in ADDONS:
+            build = next(c for c in assets.COMPONENTS if c.name == component)
+            source = assets.cached_bin_dir(build) / kustomization
+            if assets.assets_dir_from_env() is not None or not source.is_dir() or not kubectl.exists():
+                self.log(f"add-on {component}: not applied (no {source} or kubectl from the lab's own build)")
+                continue
+            done = subprocess.run(
+                [str(kubectl), f"--kubeconfig={self.paths.kubeconfig}", "apply", "-k", str(source)],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if done.returncode != 0:
+                raise LabError(f"add-on {component}: kubectl apply -k {source} failed: {done.stderr.strip()}")
+            self.wait_for(
+                f"the add-on {component}'s APIService {apiservice} to be Available",
+                lambda name=apiservice: self._apiservice_available(name),
+                None,
+                timeout=max(120.0, self.config.timeout),
+            )
+
+    def _apiservice_available(self, name: str) -> bool:
+        try:
+            found = self.api().get(f"/apis/apiregistration.k8s.io/v1/apiservices/{name}")
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
+        conditions = (found.get("status") or {}).get("conditions") or []
+        return any(c.get("type") == "Available" and c.get("status") == "True" for c in conditions)
 
     def _kubelet_args(self, node: nodes.Node) -> list[str]:
         # Paths as the node sees them: the runner reads the node's own files.
@@ -487,7 +530,7 @@ class Lab:
             "--tls-private-key-file=/var/lib/kubelet/pki/kubelet.key",
             "--client-ca-file=/etc/kubernetes/pki/ca.crt",
             f"--node-name={node.name}",
-            f"--node-ip={node.address}",
+            f"--node-ip={node.node_ip}",
             f"--image-map=/usr/lib/poweraware-lab/images/{images.MAP_FILE}",
             f"--pod-cidr={pod_cidr(node)}",
             f"--cluster-dns={cluster_dns.DNS_IP}",
@@ -602,9 +645,9 @@ class Lab:
             },
             "spec": spec,
             "status": {
-                # The node's own address, where its sshd listens (kwok keeps addresses it is given).
+                # The node's own address, where its kubelet and sshd listen (kwok keeps addresses it is given).
                 "addresses": [
-                    {"type": "InternalIP", "address": node.address},
+                    {"type": "InternalIP", "address": node.node_ip},
                     {"type": "Hostname", "address": node.name},
                 ],
                 "capacity": {

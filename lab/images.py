@@ -48,6 +48,8 @@ class Image:
     # directory for every image: the scheduler-plugins image's kube-scheduler is not the lab's own):
     # (name the container runs, name in the images dir).
     executables: tuple[tuple[str, str], ...] = ()
+    # A cluster add-on the lab itself applies (lab/cluster.py ADDONS), not an image a role deploys.
+    addon: bool = False
     # What the lab's power meter counts as the container's CPU use: "requests" (every other image),
     # or "stress-ng" (while the container runs, the CPUs its stress-ng arguments stress).
     cpu_use: str = "requests"
@@ -58,6 +60,8 @@ class Image:
             image["user"] = self.user
         if self.executables:
             image["executables"] = dict(self.executables)
+        if self.cpu_use != "requests":  # the kubelet's statistics count a stress image's simulated load
+            image["cpu_use"] = self.cpu_use
         return image
 
     @property
@@ -164,6 +168,17 @@ IMAGES = (
         why="a stock Python image runs our scheduler extender, which is standard library only and Python 3.9 "
         "compatible (module_utils), so Debian's 3.11 runs the same files the image's 3.12 would",
         system_path="/usr/bin/python3",
+    ),
+    Image(
+        repository="registry.k8s.io/metrics-server/metrics-server",
+        tag="v0.9.0",
+        # Dockerfile: USER 65534, ENTRYPOINT ["/metrics-server"]; the release's Deployment gives the args
+        entrypoint=("metrics-server",),
+        version="v0.9.0",
+        why="the cluster's resource metrics API (kubectl top, resource-metric HPAs), from the kubelets' "
+        "/metrics/resource; the lab applies its release manifests as a cluster add-on",
+        user="65534",
+        addon=True,
     ),
     Image(
         repository="docker.io/alexeiled/stress-ng",

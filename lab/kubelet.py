@@ -57,8 +57,9 @@ import yaml
 try:  # on a node the runner is a script next to kubelet_pods.py; on the controller, lab.kubelet
     import kubelet_api
     import kubelet_pods
+    import kubelet_stats
 except ImportError:  # pragma: no cover - depends on how it is started
-    from lab import kubelet_api, kubelet_pods
+    from lab import kubelet_api, kubelet_pods, kubelet_stats
 
 BACKOFF_INITIAL = 1.0
 BACKOFF_MAX = 20.0
@@ -497,9 +498,9 @@ class Runner:
                 args.client_ca_file,
                 self.mirrors.api,
                 self.log_dir,
-                self.running_pods,
-                self.runtime_pod,
+                self,
                 kubelet_api.StreamingRuntime(args.streaming_server or self.bin_dir / "cri-streaming"),
+                kubelet_stats.Stats(args.node_name),
             )
 
     def running_pods(self) -> list[dict]:
@@ -557,6 +558,45 @@ class Runner:
                 },
             }
         return None
+
+    def pod_runs(self) -> list[kubelet_stats.PodRun]:
+        """The running containers' processes, for the resource statistics (from the API's threads,
+        reading ``returncode`` as runtime_pod does)."""
+        runs = []
+        if self.api_pods is not None:
+            for pod in list(self.api_pods.pods.values()):
+                meta = pod.pod["metadata"]
+                containers = [
+                    kubelet_stats.ContainerRun(
+                        c.name,
+                        c.process.pid,
+                        c.started_wall,
+                        str(c.spec.get("image", "")),
+                        kubelet_pods.stress_arguments(c.spec, c.image, c.exec_env),
+                    )
+                    for c in list(pod.containers)
+                    if c.process is not None and c.process.returncode is None
+                ]
+                runs.append(kubelet_stats.PodRun(meta["namespace"], meta["name"], pod.uid, pod.start_wall, containers))
+        for running in list(self.pods.values()):
+            spec = running.spec
+            if spec is None:
+                continue
+            containers = [
+                kubelet_stats.ContainerRun(c.name, p.pid, running.started_wall, str(m.get("image", "")))
+                for c, p, m in zip(
+                    spec.containers,
+                    running.processes,
+                    (spec.manifest.get("spec") or {}).get("containers") or [{}] * len(spec.containers),
+                    strict=False,
+                )
+                if p.returncode is None
+            ]
+            name = f"{spec.name}-{self.node_name}" if self.node_name else spec.name
+            runs.append(
+                kubelet_stats.PodRun(spec.namespace, name, running.content_hash[:32], running.started_wall, containers)
+            )
+        return runs
 
     # --- process control --------------------------------------------------------------------
     def _container_log(self, pod: RunningPod, container: str) -> pathlib.Path:

@@ -28,8 +28,10 @@ client certificate. What the lab's kubelet serves, with kubelet's own rules:
 
 Not served here, and answered with a 400 or 404 that says so: ``timestamps`` and ``sinceSeconds``/
 ``sinceTime`` (the lab keeps a container's output as it was written, without kubelet's per-line
-CRI timestamps), ``previous`` (one log per container, restarts appended) and the metrics
-endpoints. Standard library only: the node's system Python runs it.
+CRI timestamps) and ``previous`` (one log per container, restarts appended).
+``/stats/summary``, ``/metrics/resource`` and ``/metrics/cadvisor`` serve the node's and its
+containers' CPU and memory (lab/kubelet_stats.py). Standard library only: the node's system Python
+runs it.
 """
 
 from __future__ import annotations
@@ -49,6 +51,11 @@ import threading
 import time
 import urllib.parse
 
+try:  # on a node the kubelet's modules sit side by side; on the controller, lab.kubelet_stats
+    import kubelet_stats
+except ImportError:  # pragma: no cover - depends on how it is started
+    from lab import kubelet_stats
+
 PORT = 10250
 FOLLOW_POLL = 0.2  # how often a followed log is read for new output (seconds)
 # The paths kubelet authorises as a subresource of its node other than proxy (pkg/kubelet/server/auth.go)
@@ -66,6 +73,7 @@ _PORT_FORWARD_PATH = re.compile(r"^/portForward/(?P<namespace>[^/]+)/(?P<pod>[^/
 # headers a proxied stream does not pass on: the caller's credentials are for this kubelet, not its runtime
 _NOT_PROXIED = frozenset({"host", "authorization"})
 STREAM_CHUNK = 1 << 16
+PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def _is_subpath(path: str, prefix: str) -> bool:
@@ -230,18 +238,21 @@ def log_options(query: dict[str, list[str]]) -> dict:
 
 
 class KubeletApi:
-    """The HTTPS server; ``api`` is the node's KubeApi (its kubelet credentials), ``pods()`` the pod
-    objects this kubelet runs now, ``runtime_pod(namespace, name)`` what the runtime knows of one
-    (``{"uid", "sandbox", "containers": {name: container ID}}``, None when it runs no such pod) and
-    ``streaming`` the runtime's streaming server (a StreamingRuntime)."""
+    """The HTTPS server; ``api`` is the node's KubeApi (its kubelet credentials); ``host`` what the
+    kubelet knows (kubelet's HostInterface): ``running_pods()`` the pod objects it runs now,
+    ``runtime_pod(namespace, name)`` what the runtime knows of one (``{"uid", "sandbox",
+    "containers": {name: container ID}}``, None when it runs no such pod) and ``pod_runs()`` its
+    running containers' processes (kubelet_stats.PodRun); ``streaming`` the runtime's streaming
+    server (a StreamingRuntime); ``stats`` the node's kubelet_stats.Stats."""
 
-    def __init__(self, node, address, cert, key, client_ca, api, log_dir, pods, runtime_pod, streaming, port=PORT):
+    def __init__(self, node, address, cert, key, client_ca, api, log_dir, host, streaming, stats, port=PORT):
         self.node = node
         self.api = api
         self.log_dir = pathlib.Path(log_dir)
-        self.pods = pods
-        self.runtime_pod = runtime_pod
+        self.host = host
         self.streaming = streaming
+        self.stats = stats
+        self.stats_lock = threading.Lock()  # one sample at a time: usageNanoCores is a rate between two
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(str(cert), str(key))
@@ -314,7 +325,7 @@ class KubeletApi:
         """The runtime's URL for an exec, attach or port-forward (kubelet's GetExec, GetAttach,
         GetPortForward); a RequestError with kubelet's status and words when there is none."""
         options = stream_options(query) if kind != "portforward" else {}
-        found = self.runtime_pod(namespace, pod)
+        found = self.host.runtime_pod(namespace, pod)
         if found is None:
             raise RequestError(404, "pod does not exist")
         if uid and uid != found["uid"]:
@@ -388,8 +399,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if path == "/healthz":
             self._reply(200, b"ok")
         elif path in ("/pods", "/pods/"):
-            body = {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": list(self.kubelet.pods())}
+            items = list(self.kubelet.host.running_pods())
+            body = {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items}
             self._reply(200, json.dumps(body).encode(), "application/json")
+        elif path in ("/stats/summary", "/metrics/resource", "/metrics/cadvisor") and self.command in ("GET", "HEAD"):
+            self._stats(path)
         elif (match := _LOG_PATH.match(path)) and self.command in ("GET", "HEAD"):
             self._logs(match, urllib.parse.parse_qs(url.query))
         elif (match := _STREAM_PATH.match(path) or _PORT_FORWARD_PATH.match(path)) and self.command in ("GET", "POST"):
@@ -463,6 +477,29 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return not self.connection.recv(1)
         except (OSError, ValueError):
             return True
+
+    # --- resource statistics ---------------------------------------------------------------
+    def _stats(self, path: str) -> None:
+        kubelet = self.kubelet
+        try:
+            runs = kubelet.host.pod_runs()
+            with kubelet.stats_lock:
+                now = time.time()
+                summary = kubelet.stats.summary(runs, now)
+        except (OSError, ValueError, KeyError) as exc:
+            if path == "/metrics/resource":  # kubelet's collector says so in the metrics
+                self._reply(200, kubelet_stats.resource_metrics(None).encode(), PROMETHEUS_TEXT)
+            else:
+                self._reply(500, f"failed to get node stats: {exc}".encode())
+            return
+        if path == "/stats/summary":
+            self._reply(200, json.dumps(summary, indent=2).encode(), "application/json")
+        elif path == "/metrics/resource":
+            self._reply(200, kubelet_stats.resource_metrics(summary, now).encode(), PROMETHEUS_TEXT)
+        else:
+            machine = kubelet.stats.machine()
+            text = kubelet_stats.cadvisor_metrics(summary, runs, *machine)
+            self._reply(200, text.encode(), PROMETHEUS_TEXT)
 
     # --- exec, attach, port-forward ----------------------------------------------------------
     def _stream(self, match: re.Match, query: dict) -> None:

@@ -213,6 +213,18 @@ def field_value(pod: dict, path: str, pod_ip: str, node_ip: str) -> str:
     raise PodError(f"fieldRef {path!r} is not supported by the downward API")
 
 
+def stress_arguments(container: dict, image: dict | None, env: dict[str, str]) -> list[str] | None:
+    """The stress-ng arguments of a container of a stress image (lab/images.py ``cpu_use``) whose
+    command is the image's stress-ng, else None: the load the lab simulates for it, as the power
+    meter reads it (lab/components/node_power.py container_cpu)."""
+    if not image or image.get("cpu_use") != "stress-ng":
+        return None
+    argv = resolve_command(container, image, env)
+    if not argv or pathlib.PurePosixPath(argv[0]).name != image["entrypoint"][0]:
+        return None
+    return argv[1:]
+
+
 def resolve_command(container: dict, image: dict, env: dict[str, str]) -> list[str]:
     """ENTRYPOINT/CMD semantics: ``command`` replaces the image's entrypoint (and its default args),
     ``args`` replace the default args; both are $(VAR)-expanded."""

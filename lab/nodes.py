@@ -49,7 +49,11 @@ LOGIN_USER = "ansible"
 LOGIN_UID = 2000  # not used by the Debian base system or this machine's accounts
 SSH_PORT = 22
 NODE_PYTHON = "/usr/bin/python3"
-ADDRESS_PREFIX = "127.0.1."
+ADDRESS_PREFIX = "127.0.1."  # where the controller reaches a node (its sshd, relayed in by the border)
+# The node's own address on the cluster's network, inside the lab's namespace: its InternalIP, where
+# its kubelet API and sshd listen and what pods and the API server reach it at (a node's address is
+# not loopback: kube-apiserver refuses to proxy to one and a pod could never reach it).
+NODE_IP_PREFIX = "10.0.1."
 # kubeadm's kubelet configuration (the fields that matter here); reservedSystemCPUs on workers,
 # as a cluster with CPU pools sets it (the cpu_power role reads it).
 WORKER_RESERVED_CPUS = "0-1"
@@ -71,6 +75,11 @@ class Node:
     # packages report.
     power_server: str = ""
     tdp_w: float | None = None
+
+    @property
+    def node_ip(self) -> str:
+        """The node's InternalIP (kubelet's --node-ip): same last octet as its controller address."""
+        return NODE_IP_PREFIX + self.address.rsplit(".", 1)[1]
 
 
 def node_address(index: int, control_plane: bool) -> str:
@@ -187,7 +196,7 @@ class NodeHosts:
         kubelet_dir = disk / "var" / "lib" / "kubelet"
         kubelet_dir.mkdir(parents=True, exist_ok=True)
         # The kubelet API's serving certificate (lab/kubelet_api.py), from the cluster CA.
-        pki.write_kubelet_serving(cluster_pki, kubelet_dir / "pki", name, node.address)
+        pki.write_kubelet_serving(cluster_pki, kubelet_dir / "pki", name, node.node_ip)
         kubelet_config = {
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
             "kind": "KubeletConfiguration",
@@ -256,6 +265,8 @@ class NodeHosts:
             ("kubelet.py", "kubelet.py"),
             ("kubelet_pods.py", "kubelet_pods.py"),
             ("kubelet_api.py", "kubelet_api.py"),
+            ("kubelet_stats.py", "kubelet_stats.py"),
+            ("stress_ng.py", "stress_ng.py"),
         ):
             shutil.copyfile(LAB_DIR / source, lib / target)
         sbin = disk / "usr" / "local" / "sbin"
@@ -285,7 +296,7 @@ class NodeHosts:
         hide = [str(REPO_ROOT), str(self.state_dir)]
         config = {
             "name": name,
-            "address": node.address,
+            "address": node.node_ip,
             "ssh_port": SSH_PORT,
             "disk": str(self.disk(name)),
             "overlay_work": str(self.root(name) / "overlay-work"),
@@ -296,7 +307,7 @@ class NodeHosts:
             "user": LOGIN_USER,
             "uid": LOGIN_UID,
             "authorized_key": (self.ssh_dir / "id_ed25519.pub").read_text(),
-            "cluster_hosts": {n.name: n.address for n in self.nodes.values()},
+            "cluster_hosts": {n.name: n.node_ip for n in self.nodes.values()},
             "kubelet": kubelet_args or [],
         }
         path = self.root(name) / "node.json"

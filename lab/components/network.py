@@ -9,8 +9,9 @@ to the outside would be ``lo``: there is none, so no packet can leave. Inside it
 - the service CIDR is routed to ``lo`` as local addresses (AnyIP, the ``local`` route type), so the
   lab's service proxy binds each ClusterIP;
 - the API server has a site address of its own, ``ADVERTISE_ADDRESS`` (a real control-plane node's
-  address; the node addresses 127.0.1.N are loopback, which the ``kubernetes`` Service's endpoints
-  may not be), that pods reach it at through 10.96.0.1:443;
+  address), that pods reach it at through 10.96.0.1:443;
+- each node has its own address on the cluster's network, 10.0.1.N (lab/nodes.py ``node_ip``): its
+  InternalIP, where its kubelet API and sshd listen, which pods and kube-apiserver reach;
 - each pod the lab's kubelet runs has a network namespace of its own joined by a veth pair
   (lab/kubelet_pods.py), its address in the node's share of ``POD_CIDR`` routed to its veth; the
   lab's namespace forwards between them (``ip_forward``), as a node's does.
@@ -18,8 +19,9 @@ to the outside would be ``lo``: there is none, so no packet can leave. Inside it
 This process is the border (run with the controller's Python, standard library only):
 
 - it binds, in the machine's own namespace, the addresses the controller uses - the control plane's
-  ports on 127.0.0.1 and each node's sshd at 127.0.1.N:22 - and relays every connection to the same
-  address inside the lab, so Ansible, kubectl and the tests see what they see on a real cluster;
+  ports on 127.0.0.1 and each node's sshd at 127.0.1.N:22 - and relays every connection inside the
+  lab (to 127.0.0.1 and to the node's own address, 10.0.1.N:22), so Ansible, kubectl and the tests
+  see what they see on a real cluster whose nodes the controller reaches by management addresses;
 - it is the site's egress proxy for the nodes (an HTTP proxy at ``EGRESS_PROXY``, CONNECT and
   absolute-URI requests), which connects out from the machine's namespace as a bare-metal site's
   proxy does: the nodes' pip and apt reach the package registries through it, nothing else does.
@@ -104,11 +106,16 @@ def log(message: str) -> None:
 
 
 def component(
-    config_path: pathlib.Path, ready_file: pathlib.Path, forward: list[tuple[str, int]], local: list[str]
+    config_path: pathlib.Path,
+    ready_file: pathlib.Path,
+    forward: list[tuple[str, int, str]],
+    local: list[str],
+    addresses: list[str],
 ) -> LabProcess:
-    """The border process; ``forward`` are the outside addresses relayed in, ``local`` the CIDRs
-    routed to lo inside (Services)."""
-    config = {"forward": forward, "local": local, "ready_file": str(ready_file)}
+    """The border process; ``forward`` are the outside addresses relayed in (address, port, the
+    address inside), ``local`` the CIDRs routed to lo inside (Services), ``addresses`` the nodes'
+    own addresses inside."""
+    config = {"forward": forward, "local": local, "addresses": addresses, "ready_file": str(ready_file)}
     config_path.write_text(json.dumps(config, indent=2) + "\n")
     return python_module("network", __name__, [str(config_path)], health=ready_file.exists)
 
@@ -217,21 +224,20 @@ class Border:
     # --- start ----------------------------------------------------------------------------------
     def run(self) -> None:
         inward = []
-        for address, port in self.config["forward"]:
+        for address, port, inside in self.config["forward"]:
             listener = socket.socket()
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             listener.bind((address, port))
             listener.listen(128)
-            inward.append((listener, (address, port)))
+            inward.append((listener, (inside, port)))
         os.unshare(os.CLONE_NEWNET)
         self.lab_fd = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
         commands = [["ip", "link", "set", "lo", "up"]]
         commands += [
             ["ip", "route", "add", "local", cidr, "dev", "lo", "table", "local"] for cidr in self.config["local"]
         ]
-        commands += [
-            ["ip", "address", "add", f"{address}/32", "dev", "lo"] for address in (EGRESS_PROXY[0], ADVERTISE_ADDRESS)
-        ]
+        own = [EGRESS_PROXY[0], ADVERTISE_ADDRESS, *self.config["addresses"]]
+        commands += [["ip", "address", "add", f"{address}/32", "dev", "lo"] for address in own]
         for argv in commands:
             subprocess.run(argv, check=True)
         # Between the pods' veths and to the control plane, as a node routes for its pods.

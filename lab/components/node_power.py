@@ -41,7 +41,7 @@ import urllib.error
 from benchmarks import _specpower  # one reader of the data set: the benchmarks'
 from lab import fake_kernel, fake_procfs, fake_sysfs, images, stress_ng
 from lab.api import Api
-from lab.kubelet_pods import reference_of, resolve_command
+from lab.kubelet_pods import reference_of, stress_arguments
 from lab.process import LabProcess, python_module
 from plugins.module_utils._quantity import parse_cpu_quantity  # the collection's quantity grammar
 
@@ -136,10 +136,9 @@ def container_cpu(container: dict, running: bool, online: float) -> float:
     if image is not None:
         if not running:
             return 0.0
-        argv = resolve_command(container, image, {})
-        if pathlib.PurePosixPath(argv[0]).name != image["entrypoint"][0]:
-            return 0.0  # a command that is not the image's stress-ng: the lab runs no load for it
-        return stress_ng.cpus(argv[1:], online)
+        args = stress_arguments(container, image, {})
+        # a command that is not the image's stress-ng: the lab runs no load for it
+        return stress_ng.cpus(args, online) if args is not None else 0.0
     requests = (container.get("resources") or {}).get("requests") or {}
     return cores(requests["cpu"]) if "cpu" in requests else 0.0
 

@@ -43,7 +43,10 @@ class LabHandle:
         state_dir: the lab's state directory (``.cache/lab`` unless ``POWERAWARE_LAB_DIR``).
         control_plane_node: name of the tainted control-plane node (``lab-control-plane``).
         worker_nodes: names of the worker nodes (``lab-worker-1`` ...).
-        addresses: node name -> its address (``127.0.1.1``, ``127.0.1.11`` ...), where its sshd listens.
+        addresses: node name -> the address the controller reaches it at (``127.0.1.1``, ``127.0.1.11``
+            ...): its sshd, relayed into the lab.
+        node_ips: node name -> its own address on the cluster's network (``10.0.1.1``, ``10.0.1.11``
+            ...): its InternalIP, where its kubelet and sshd listen inside the lab.
         inventory: ``inventory/lab`` of this checkout (an SSH inventory of the nodes).
         scheduler_manifest: the control-plane node's ``/etc/kubernetes/manifests/kube-scheduler.yaml``,
             as a path on this machine (the node's disk); the node's kubelet restarts the scheduler
@@ -80,6 +83,7 @@ class LabHandle:
     control_plane_node: str
     worker_nodes: list[str]
     addresses: dict[str, str]
+    node_ips: dict[str, str]
     inventory: pathlib.Path
     scheduler_manifest: pathlib.Path
     k8s_version: str
@@ -292,6 +296,7 @@ def handle_for(lab: cluster.Lab) -> LabHandle:
         control_plane_node=config.control_plane,
         worker_nodes=config.worker_names,
         addresses={node.name: node.address for node in config.nodes},
+        node_ips={node.name: node.node_ip for node in config.nodes},
         inventory=REPO_ROOT / "inventory" / "lab",
         scheduler_manifest=paths.node_disk(config.control_plane) / "etc/kubernetes/manifests/kube-scheduler.yaml",
         k8s_version=assets.kubernetes_version(),

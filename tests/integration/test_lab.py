@@ -79,7 +79,7 @@ def test_nodes_are_ready_with_realistic_shape(lab):
         assert node.status.node_info.kubelet_version == lab.k8s_version
         assert lab.node_sysfs(name).joinpath("devices", "system", "cpu").is_dir()
         internal = [a.address for a in node.status.addresses if a.type == "InternalIP"]
-        assert internal == [lab.addresses[name]], name
+        assert internal == [lab.node_ips[name]], name
     control_plane = nodes[lab.control_plane_node]
     assert "node-role.kubernetes.io/control-plane" in control_plane.metadata.labels
     assert [(t.key, t.effect) for t in control_plane.spec.taints] == [
@@ -263,8 +263,9 @@ def test_static_pod_runner_restarts_the_scheduler_when_its_manifest_changes(lab)
 
 def test_nodes_are_hosts_reached_over_ssh(lab):
     """Each node answers on its own address with its own hostname, a sudo login, kubeadm's files
-    with kubeadm's modes, its own kernel at /sys - and nothing of this machine's checkout."""
-    for name, address in lab.addresses.items():
+    with kubeadm's modes, its own kernel at /sys - and nothing of this machine's checkout. The
+    controller reaches it at 127.0.1.N; its sshd answers on its own address inside the lab, 10.0.1.N."""
+    for name, address in lab.node_ips.items():
         out = lab.ssh(name, "hostname; id -un; sudo -n id -u; echo $SSH_CONNECTION").stdout.split("\n")
         assert out[0] == name
         assert out[1:3] == ["ansible", "0"]
@@ -303,7 +304,7 @@ def test_the_lab_network_lets_nothing_out_but_the_sites_proxy(lab):
     )
     assert direct.returncode != 0 and "Network is unreachable" in direct.stderr, direct
     peer = lab.worker_nodes[-1]
-    assert lab.ssh(node, f"getent hosts {peer}").stdout.split()[0] == lab.addresses[peer]
+    assert lab.ssh(node, f"getent hosts {peer}").stdout.split()[0] == lab.node_ips[peer]
     assert lab.ssh(node, "getent hosts kubernetes.default.svc.cluster.local", check=False).returncode != 0
     assert f"proxy = {network.proxy_url()}" in lab.ssh(node, "cat /etc/pip.conf").stdout
     assert network.proxy_url() in lab.ssh(node, "cat /etc/apt/apt.conf.d/90site-proxy").stdout
@@ -330,9 +331,12 @@ def test_ansible_facts_name_each_node_and_its_address(lab):
     assert sorted(facts) == sorted(lab.addresses)
     for host, fact in facts.items():
         assert fact["ansible_hostname"] == host
-        assert fact["ansible_env"]["SSH_CONNECTION"].split()[2] == lab.addresses[host]
+        assert fact["ansible_env"]["SSH_CONNECTION"].split()[2] == lab.node_ips[host]
         assert fact["ansible_python"]["executable"] == "/usr/bin/python3"
-        print(f"PROOF {host}: hostname {fact['ansible_hostname']}, address {lab.addresses[host]}")
+        print(
+            f"PROOF {host}: hostname {fact['ansible_hostname']}, reached at {lab.addresses[host]}, "
+            f"address {lab.node_ips[host]}"
+        )
 
 
 def test_reboot_brings_the_kernel_back_at_power_on_and_runs_boot_units(lab):

@@ -137,7 +137,7 @@ def test_a_mapped_image_runs_for_real_with_what_kubelet_gives_a_container(lab, a
     assert node in lab.worker_nodes
     octet = lab.addresses[node].rsplit(".", 1)[1]
     assert pod.status.pod_ip.startswith(f"10.244.{octet}."), pod.status.pod_ip
-    assert pod.status.host_ip == lab.addresses[node]
+    assert pod.status.host_ip == lab.node_ips[node]
     pid = pid_of(pod)
 
     # The process: the image's executable, as the pod's user, with the pod's environment.
@@ -602,4 +602,90 @@ def test_kubectl_exec_attach_and_port_forward_reach_the_container(lab, apis, nam
         f"PROOF kubectl exec: {ran.stdout.splitlines()}; root without capabilities: {locked.stdout.split()}; "
         f"exit 7 -> {failed.returncode}; "
         f"stdin -> {piped.stdout!r}; port-forward -> {served!r}; attach -> {attached.strip()!r}"
+    )
+
+
+STRESS_IMAGE = "docker.io/alexeiled/stress-ng:0.12.05"  # the power demo's load, run by the lab as lab/stress_ng.py
+
+
+def test_kubectl_top_and_a_cpu_hpa_read_the_kubelets_resource_metrics(lab, apis, namespace):
+    """metrics-server (v0.9.0, applied from its release manifests when the lab starts) scrapes each
+    node's kubelet at its InternalIP (``/metrics/resource``, with its service account's token: the
+    kubelet's TokenReview and SubjectAccessReview for nodes/metrics) and serves metrics.k8s.io:
+    ``kubectl top nodes`` shows every node, ``kubectl top pod`` shows a stress-ng pod using the CPUs
+    its arguments stress, and an HPA on CPU utilisation scales its Deployment out on those figures.
+    The kubelet's ``/stats/summary`` and ``/metrics/cadvisor`` answer through kube-apiserver's node
+    proxy, which refused the lab's former loopback node addresses ("address not allowed")."""
+    core, apps, _rbac = apis
+    kubectl = [str(lab.bin_dir / "kubectl"), f"--kubeconfig={lab.kubeconfig}"]
+
+    def kubectl_run(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*kubectl, *argv], capture_output=True, text=True, timeout=60, check=False)
+
+    def top_nodes():
+        done = kubectl_run("top", "nodes", "--no-headers")
+        rows = [line.split() for line in done.stdout.splitlines()]
+        return (
+            done.returncode == 0
+            and len(rows) == len(lab.addresses)
+            and all("<unknown>" not in r for r in rows)
+            and rows
+        )
+
+    nodes_top = wait_until(top_nodes, 120, "kubectl top nodes to show every node")
+    assert sorted(row[0] for row in nodes_top) == sorted(lab.addresses)
+
+    apps.create_namespaced_deployment(
+        namespace,
+        {
+            "metadata": {"name": "burner"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "burner"}},
+                "template": {
+                    "metadata": {"labels": {"app": "burner"}},
+                    "spec": {
+                        "terminationGracePeriodSeconds": 0,
+                        "containers": [
+                            {
+                                "name": "stress",
+                                "image": STRESS_IMAGE,
+                                "args": ["--cpu", "2", "--cpu-load", "50", "--timeout", "0"],
+                                "resources": {"requests": {"cpu": "500m"}},
+                            }
+                        ],
+                    },
+                },
+            },
+        },
+    )
+
+    def top_burner():
+        done = kubectl_run("top", "pod", "-n", namespace, "-l", "app=burner", "--no-headers")
+        rows = [line.split() for line in done.stdout.splitlines()]
+        return done.returncode == 0 and rows and rows[0][1].endswith("m") and rows
+
+    burner = wait_until(top_burner, 120, "kubectl top pod to show the stress-ng pod")
+    millicores = int(burner[0][1].removesuffix("m"))
+    assert 900 <= millicores <= 1200, burner  # two workers at 50 %: one CPU, and the process's own
+
+    # kubectl autoscale's HPA: 200 % of the request used, a 50 % target, at most three replicas
+    scaled = kubectl_run("autoscale", "deployment", "burner", "-n", namespace, "--cpu=50%", "--min=1", "--max=3")
+    assert scaled.returncode == 0, scaled
+    wait_until(
+        lambda: (apps.read_namespaced_deployment("burner", namespace).spec.replicas or 0) == 3,
+        180,
+        "the CPU HPA to scale the stress-ng Deployment to three replicas",
+    )
+    described = kubectl_run("get", "hpa", "burner", "-n", namespace, "--no-headers")
+
+    node = core.read_namespaced_pod(burner[0][0], namespace).spec.node_name  # the pod top showed, running
+    summary = json.loads(kubectl_run("get", "--raw", f"/api/v1/nodes/{node}/proxy/stats/summary").stdout)
+    assert summary["node"]["nodeName"] == node
+    assert any(p["podRef"]["namespace"] == namespace for p in summary["pods"]), summary["pods"]
+    cadvisor = kubectl_run("get", "--raw", f"/api/v1/nodes/{node}/proxy/metrics/cadvisor").stdout
+    assert f'namespace="{namespace}"' in cadvisor and "machine_cpu_cores" in cadvisor
+    print(
+        f"PROOF kubectl top nodes: {[' '.join(r) for r in nodes_top]}; top pod: {' '.join(burner[0])}; "
+        f"hpa: {described.stdout.strip()}"
     )

@@ -15,8 +15,9 @@ import threading
 import time
 
 import pytest
+from test_kubelet_stats import fake_proc, fake_sys
 
-from lab import kubelet_api, pki
+from lab import kubelet_api, kubelet_stats, pki
 
 NODE = "lab-worker-1"
 
@@ -119,9 +120,11 @@ def kubelet(tmp_path):
         tmp_path / "ca.crt",
         api,
         logs,
-        lambda: [{"metadata": {"name": "web", "namespace": "ns"}}],
-        lambda namespace, name: RUNTIME_PODS.get((namespace, name)),
+        StubHost(),
         runtime,
+        kubelet_stats.Stats(
+            NODE, proc=fake_proc(tmp_path / "proc"), sys=fake_sys(tmp_path / "sys"), agent_cpu=lambda: 0.0
+        ),
         port=0,
     )
     server.start()
@@ -130,6 +133,23 @@ def kubelet(tmp_path):
     server.stop()
     runtime.backend.shutdown()
     runtime.backend.server_close()
+
+
+class StubHost:
+    """kubelet's HostInterface as the Runner provides it."""
+
+    def running_pods(self):
+        return [{"metadata": {"name": "web", "namespace": "ns"}}]
+
+    def runtime_pod(self, namespace, name):
+        return RUNTIME_PODS.get((namespace, name))
+
+    def pod_runs(self):
+        return [
+            kubelet_stats.PodRun(
+                "ns", "web", "u-1", 1_700_000_000.0, [kubelet_stats.ContainerRun("app", 41, 1_700_000_010.0, "img:1")]
+            )
+        ]
 
 
 # What the runtime knows of the pods (Runner.runtime_pod's form).
@@ -386,3 +406,23 @@ def test_the_runtimes_refusal_and_a_stranger_never_reach_a_stream(kubelet):
     tls.close()
     assert head.startswith("HTTP/1.1 403 "), head
     assert server.runtime.backend.requests == []
+
+
+def test_the_resource_statistics_are_served_as_kubelet_serves_them(kubelet):
+    _server, api, _files, _log = kubelet
+    status, body = _get(kubelet, "/stats/summary", cert="client")
+    assert status == 200
+    summary = json.loads(body)
+    assert summary["node"]["nodeName"] == NODE
+    [pod] = summary["pods"]
+    assert pod["podRef"] == {"name": "web", "namespace": "ns", "uid": "u-1"}
+    assert pod["containers"][0]["cpu"]["usageCoreNanoSeconds"] == 3_000_000_000  # 300 ticks
+    status, text = _get(kubelet, "/metrics/resource", cert="client")
+    assert status == 200
+    assert 'container_cpu_usage_seconds_total{container="app",namespace="ns",pod="web"} 3 ' in text
+    assert "resource_scrape_error 0" in text
+    status, text = _get(kubelet, "/metrics/cadvisor", cert="client")
+    assert status == 200 and 'container_memory_working_set_bytes{container="",id="/"' in text
+    assert 'image="img:1"' in text and "machine_cpu_cores 4" in text
+    # authorised as kubelet asks: nodes/stats for the summary, nodes/metrics for the metrics
+    assert [spec["resourceAttributes"]["subresource"] for _kind, spec in api.asked] == ["stats", "metrics", "metrics"]
