@@ -18,7 +18,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 PYTEST_ARGS ?=
 
 .PHONY: help venv collection system-deps test lint sanity unit oldest unit-oldest sanity-oldest integration bench \
-  live-bench scale-bench clean
+  live-bench scale-bench sample-inventory clean
 
 help:
 	@echo "make lab        start the local lab cluster (builds binaries once, cached)"
@@ -28,6 +28,7 @@ help:
 	@echo "make oldest     the unit and sanity tiers on the oldest ansible-core supported (requirements-oldest.txt)"
 	@echo "make live-bench the live placement replay on a lab of 8 workers (about an hour; docs/placement-benchmark.md)"
 	@echo "make scale-bench site.yml's cost per node and per object on labs of 4 to 32 hosts (docs/site.md)"
+	@echo "make sample-inventory  write inventory/sample's role files from the roles' argument specs"
 
 # --- set-up -------------------------------------------------------------------------------
 $(BIN)/python:
@@ -129,6 +130,11 @@ live-bench: venv
 # replaced; about 25 minutes; docs/site.md, "Cost by cluster size").
 scale-bench: venv system-deps
 	$(BIN)/python benchmarks/site_scale.py --data "$(SHARED_DATA)"
+
+# The sample inventory's role files, from the roles' meta/argument_specs.yml (the unit tier fails
+# when they are stale: tests/unit/docs/test_sample_inventory.py).
+sample-inventory: venv
+	$(BIN)/python scripts/sample_inventory.py
 
 clean:
 	rm -rf .cache/sanity .cache/sanity-oldest tests/output .pytest_cache .ruff_cache

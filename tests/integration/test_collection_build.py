@@ -66,7 +66,17 @@ SALT = [
     "roles/nfd/__pycache__/x.cpython-312.pyc",
     "plugins/filter/__pycache__/power_model.cpython-312.pyc",
     "poweraware-k8s-0.0.9.tar.gz",
+    # what an editor or a developer leaves inside the collection's own directories
+    "roles/nfd/tasks/.main.yml.swp",
+    "roles/nfd/tasks/main.yml~",
+    "docs/.notes.md",
+    "plugins/modules/scratch.txt",
+    ".ansible-lint-ignore",
+    ".envrc",
 ]
+# The collection's own trees and files (galaxy.yml's manifest allow-list): every tracked file in them
+# ships, nothing else does.
+SHIPPED = ("plugins", "roles", "playbooks", "docs", "changelogs", "inventory/sample", "meta", "README.md", "LICENSE")
 REQUIRED = [
     "MANIFEST.json",
     "FILES.json",
@@ -164,10 +174,27 @@ def test_artifact_holds_only_the_collection(installed):
     assert not leaked, f"development files in the artifact: {leaked}"
     missing = [r for r in REQUIRED if r not in members]
     assert not missing, f"missing from the artifact: {missing}"
+    # by allow-list: the tracked files of the collection's trees, and nothing else but Galaxy's own
+    tracked = subprocess.run(
+        ["git", "ls-files", *SHIPPED], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    files = {m for m in members if not m.endswith("/") and not tar_is_dir(tarball, m)}
+    assert files - set(tracked) - {"MANIFEST.json", "FILES.json"} == set(), "files beyond the allow-list"
+    assert set(tracked) - files == set(), "collection files left out of the artifact"
+    print(f"PROOF artifact: {len(files)} files, version {manifest_version(tarball)}")
     manifest = json.loads(tar_member(tarball, "MANIFEST.json"))
     info = manifest["collection_info"]
     assert (info["namespace"], info["name"]) == ("poweraware", "k8s")
     assert not any("example.invalid" in str(info.get(key) or "") for key in ("repository", "documentation", "issues"))
+
+
+def tar_is_dir(tarball, name):
+    with tarfile.open(tarball) as tar:
+        return tar.getmember(name).isdir()
+
+
+def manifest_version(tarball):
+    return json.loads(tar_member(tarball, "MANIFEST.json"))["collection_info"]["version"]
 
 
 def tar_member(tarball, name):
