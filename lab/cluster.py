@@ -121,6 +121,7 @@ class LabConfig:
                 self.control_plane,
                 nodes.node_address(0, True),
                 True,
+                internal_address=nodes.lab_node_ip(nodes.node_address(0, True)),
                 power_server=control.id if control else "",
                 tdp_w=node_power.package_tdp_w(control, self.packages) if control else None,
             )
@@ -132,6 +133,7 @@ class LabConfig:
                     name,
                     nodes.node_address(i, False),
                     False,
+                    internal_address=nodes.lab_node_ip(nodes.node_address(i, False)),
                     power_server=server.id if server else "",
                     tdp_w=node_power.package_tdp_w(server, self.packages) if server else None,
                 )

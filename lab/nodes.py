@@ -75,11 +75,19 @@ class Node:
     # packages report.
     power_server: str = ""
     tdp_w: float | None = None
+    # Its own address on the cluster's network when that is not ``address`` (a lab node inside the
+    # lab's network namespace: lab_node_ip); a host of its own in this machine's namespace has one.
+    internal_address: str = ""
 
     @property
     def node_ip(self) -> str:
-        """The node's InternalIP (kubelet's --node-ip): same last octet as its controller address."""
-        return NODE_IP_PREFIX + self.address.rsplit(".", 1)[1]
+        """The node's InternalIP (kubelet's --node-ip), where its sshd listens."""
+        return self.internal_address or self.address
+
+
+def lab_node_ip(address: str) -> str:
+    """A lab node's address on the cluster's network: the same last octet as the controller's."""
+    return NODE_IP_PREFIX + address.rsplit(".", 1)[1]
 
 
 def node_address(index: int, control_plane: bool) -> str:
