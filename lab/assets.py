@@ -42,6 +42,7 @@ OPTIONAL_BINARIES = (
     "nfd-worker",
     "cri-streaming",
     "metrics-server",
+    "prometheus-config-reloader",
 )
 # Go's usual install place on these machines; PATH wins when it has a go.
 GO_FALLBACKS = ("/usr/local/go/bin/go",)
@@ -233,6 +234,16 @@ COMPONENTS = (
         packages=("poweraware.example/k8s/lab/cri-streaming",),
         binaries=("cri-streaming",),
         output_name="cri-streaming",
+    ),
+    # The prometheus role's reloader sidecar (the image's /bin/prometheus-config-reloader; the project's
+    # Makefile: go build ./cmd/prometheus-config-reloader, its version stamped into prometheus/common).
+    GoBuild(
+        name="prometheus-config-reloader",
+        module="github.com/prometheus-operator/prometheus-operator",
+        packages=("github.com/prometheus-operator/prometheus-operator/cmd/prometheus-config-reloader",),
+        binaries=("prometheus-config-reloader",),
+        output_name="prometheus-config-reloader",
+        stamps=("github.com/prometheus/common/version.Version=0.85.0",),
     ),
     # metrics-server, the cluster add-on behind kubectl top and resource-metric HPAs (the image's
     # /metrics-server; its Makefile: go build -o metrics-server ./cmd/metrics-server), with the

@@ -170,6 +170,16 @@ IMAGES = (
         system_path="/usr/bin/python3",
     ),
     Image(
+        repository="quay.io/prometheus-operator/prometheus-config-reloader",
+        tag="v0.85.0",
+        # Dockerfile: USER nobody, ENTRYPOINT ["/bin/prometheus-config-reloader"]; the role gives the args
+        entrypoint=("prometheus-config-reloader",),
+        version="v0.85.0",
+        why="the prometheus role's sidecar: reloads Prometheus when kubelet brings a changed configuration "
+        "or rules file into the pod",
+        user="65534",
+    ),
+    Image(
         repository="registry.k8s.io/metrics-server/metrics-server",
         tag="v0.9.0",
         # Dockerfile: USER 65534, ENTRYPOINT ["/metrics-server"]; the release's Deployment gives the args

@@ -79,6 +79,11 @@ LIST_INTERVAL = 2.0
 STATUS_RESYNC = 30.0
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 TOKEN_REFRESH_AT = 0.8  # kubelet renews a projected token after 80 % of its life
+# kubelet's syncFrequency (default 1m, kubeadm sets none): how often a running pod's ConfigMap,
+# Secret and downwardAPI volumes are brought up to date with the API
+VOLUME_SYNC = 60.0
+# volume types whose files come from the API, and the plugin directory kubelet keeps them in
+API_VOLUMES = {"configMap": "configmap", "secret": "secret", "projected": "projected", "downwardAPI": "downward-api"}
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 CREATE_FAILED = "lab kubelet: cannot create the container: "  # a preexec's last word, in the log
 
@@ -359,6 +364,15 @@ class Volume:
     token_expires: float = 0.0
     token_issued: float = 0.0
     spec: dict = dataclasses.field(default_factory=dict)
+    payload: str = ""  # digest of the files written last (AtomicWriter writes only a changed payload)
+
+
+def payload_digest(files: dict[str, tuple[bytes, int]]) -> str:
+    digest = hashlib.sha256()
+    for rel in sorted(files):
+        content, mode = files[rel]
+        digest.update(f"{rel}\0{mode}\0{len(content)}\0".encode() + content)
+    return digest.hexdigest()
 
 
 class PodVolumes:
@@ -406,9 +420,30 @@ class PodVolumes:
             files[item["path"]] = (value.encode(), int(item.get("mode", default_mode)))
         return files
 
+    def _api_files(self, spec: dict, now: float, volume: Volume) -> dict[str, tuple[bytes, int]]:
+        """The files of a volume whose content comes from the API (ConfigMap, Secret, projected,
+        downwardAPI)."""
+        if "configMap" in spec or "secret" in spec:
+            kind = "ConfigMap" if "configMap" in spec else "Secret"
+            ref = spec.get("configMap") or spec.get("secret")
+            ref_name = ref.get("name") or ref.get("secretName")
+            data = self.api.object_data(kind, self.pod["metadata"]["namespace"], ref_name, bool(ref.get("optional")))
+            return key_to_path_items(data or {}, ref.get("items"), int(ref.get("defaultMode", 0o644)))
+        if "projected" in spec:
+            return self._projection_files(spec["projected"], now, volume)
+        items = spec["downwardAPI"].get("items") or []
+        return self._downward(items, int(spec["downwardAPI"].get("defaultMode", 0o644)))
+
+    def _write(self, volume: Volume, files: dict[str, tuple[bytes, int]]) -> bool:
+        digest = payload_digest(files)
+        if digest == volume.payload:
+            return False
+        _write_files(volume.source, files, self.fs_group)
+        volume.payload = digest
+        return True
+
     def prepare(self) -> None:
         now = time.time()
-        namespace = self.pod["metadata"]["namespace"]
         for spec in (self.pod.get("spec") or {}).get("volumes") or []:
             name = spec["name"]
             volume = Volume(name, pathlib.Path("/"), spec=spec)
@@ -418,26 +453,30 @@ class PodVolumes:
                 volume.source = self._dir("empty-dir", name)
                 volume.source.mkdir(parents=True, exist_ok=True)
                 os.chmod(volume.source, 0o777)  # noqa: S103 - as kubelet makes it: writable by any container user
-            elif "configMap" in spec or "secret" in spec:
-                kind = "ConfigMap" if "configMap" in spec else "Secret"
-                ref = spec.get("configMap") or spec.get("secret")
-                ref_name = ref.get("name") or ref.get("secretName")
-                data = self.api.object_data(kind, namespace, ref_name, bool(ref.get("optional"))) or {}
-                files = key_to_path_items(data, ref.get("items"), int(ref.get("defaultMode", 0o644)))
-                volume.source = self._dir("configmap" if kind == "ConfigMap" else "secret", name)
-                _write_files(volume.source, files, self.fs_group)
-            elif "projected" in spec:
-                volume.source = self._dir("projected", name)
-                _write_files(volume.source, self._projection_files(spec["projected"], now, volume), self.fs_group)
-            elif "downwardAPI" in spec:
-                volume.source = self._dir("downward-api", name)
-                items = spec["downwardAPI"].get("items") or []
-                mode = int(spec["downwardAPI"].get("defaultMode", 0o644))
-                _write_files(volume.source, self._downward(items, mode), self.fs_group)
+            elif any(kind in spec for kind in API_VOLUMES):
+                plugin = next(API_VOLUMES[kind] for kind in API_VOLUMES if kind in spec)
+                volume.source = self._dir(plugin, name)
+                self._write(volume, self._api_files(spec, now, volume))
             else:
                 kinds = sorted(k for k in spec if k != "name")
                 raise PodError(f"volume {name!r}: type {kinds} is not supported by the lab's kubelet")
             self.volumes[name] = volume
+
+    def sync(self) -> list[str]:
+        """kubelet's periodic pod sync for the volumes the API fills: a ConfigMap, Secret or
+        downwardAPI volume, or a projected one without a token, is written again when its content
+        changed (AtomicWriter: a new directory and the ``..data`` swap, only for a changed payload;
+        a ``subPath`` mount keeps the file it was given). Projected tokens follow refresh_tokens.
+        Returns the names of the volumes written."""
+        now = time.time()
+        written = []
+        for volume in self.volumes.values():
+            spec = volume.spec
+            if not any(kind in spec for kind in API_VOLUMES) or volume.token_expires:
+                continue
+            if self._write(volume, self._api_files(spec, now, volume)):
+                written.append(volume.name)
+        return written
 
     def refresh_tokens(self) -> None:
         """Re-issue projected tokens at 80 % of their life (kubelet's token manager)."""
@@ -1127,6 +1166,7 @@ class ApiPod:
         self.reported: str | None = None
         self.next_report = 0.0
         self.deleting_since: float | None = None
+        self.next_volume_sync = time.monotonic() + VOLUME_SYNC
 
     @property
     def key(self) -> str:
@@ -1365,6 +1405,11 @@ class ApiPods:
         else:
             with contextlib.suppress(PodError, RuntimeError, OSError):
                 pod.volumes.refresh_tokens()
+            if now >= pod.next_volume_sync:
+                pod.next_volume_sync = now + VOLUME_SYNC
+                with contextlib.suppress(PodError, RuntimeError, OSError):
+                    for name in pod.volumes.sync():
+                        log(f"{pod.key}: volume {name} updated from the API")
         if not self._initialized(pod, now):
             for container in pod.containers:
                 container.waiting_reason, container.waiting_message = "PodInitializing", ""

@@ -162,6 +162,50 @@ def test_volume_items_select_keys_paths_and_modes_and_refuse_missing_keys():
         kubelet_pods.key_to_path_items(data, [{"key": "c"}], 0o644)
 
 
+class ObjectsApi:
+    """NodeApi's object reads from a dict the test changes, counting the reads."""
+
+    def __init__(self, objects):
+        self.objects, self.reads = objects, 0
+
+    def object_data(self, kind, namespace, name, optional):
+        self.reads += 1
+        data = self.objects.get((kind, name))
+        if data is None and not optional:
+            raise kubelet_pods.PodError(f'{kind.lower()} "{name}" not found')
+        return data
+
+
+def test_configmap_volumes_follow_the_api_by_an_atomic_swap_and_only_when_changed(tmp_path):
+    """kubelet's volume sync: a changed ConfigMap is written anew (a new ..data directory swapped in,
+    the old one gone), an unchanged one is not touched, an optional one that appears later shows
+    up (a subPath mount binds the file it resolved to at start, so it is not updated)."""
+    api = ObjectsApi({("ConfigMap", "settings"): {"mode": b"one"}, ("Secret", "creds"): {"key": b"k1"}})
+    p = pod(f"{KSM}:v2.13.0")
+    p["spec"]["volumes"] = [
+        {"name": "settings", "configMap": {"name": "settings"}},
+        {"name": "creds", "secret": {"secretName": "creds", "defaultMode": 0o400}},
+        {"name": "late", "configMap": {"name": "late", "optional": True}},
+    ]
+    volumes = kubelet_pods.PodVolumes(api, p, tmp_path, None)
+    volumes.prepare()
+    settings = volumes.volumes["settings"].source
+    first = os.readlink(settings / "..data")
+    assert (settings / "mode").read_text() == "one"
+    assert volumes.sync() == []  # nothing changed: nothing written
+    assert os.readlink(settings / "..data") == first
+    api.objects[("ConfigMap", "settings")] = {"mode": b"two", "extra": b"x"}
+    api.objects[("ConfigMap", "late")] = {"now": b"here"}
+    assert sorted(volumes.sync()) == ["late", "settings"]
+    assert (settings / "mode").read_text() == "two" and (settings / "extra").read_text() == "x"
+    assert os.readlink(settings / "..data") != first and not (settings / first).exists()
+    assert (volumes.volumes["late"].source / "now").read_text() == "here"
+    api.objects[("Secret", "creds")] = {"key": b"k2"}
+    assert volumes.sync() == ["creds"]
+    creds = volumes.volumes["creds"].source / "key"
+    assert creds.read_text() == "k2" and (creds.stat().st_mode & 0o777) == 0o400
+
+
 def test_downward_fields_and_an_unsupported_one():
     p = pod(f"{KSM}:v2.13.0")
     p["metadata"]["labels"] = {"app": "x"}
