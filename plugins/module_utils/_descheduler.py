@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.poweraware.k8s.plugins.module_utils._k8s_names import is_dns1123_label
+
 __all__ = [
     "API_VERSION",
     "RELEASES",
@@ -77,7 +79,6 @@ _VERSION = re.compile(r"^v?1\.(\d+)(?:\.\d+)?(?:[-+].*)?$")
 _TAG = re.compile(r"^v0\.(\d+)\.\d+$")
 # Go's time.ParseDuration, positive: what --descheduling-interval accepts.
 _DURATION = re.compile(r"^(?:\d+(?:\.\d+)?(?:ns|us|µs|ms|s|m|h))+$")
-_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
 def tas_policy(namespaces=None):
@@ -274,7 +275,7 @@ def plan(policy, kubernetes_version, image_tag="", namespaces=None, interval="5m
         errors.append(f"descheduler_namespaces={namespaces!r} must be a list of namespace names")
     elif namespaces:
         # The descheduler does not check them: a name no namespace can have limits it to nothing.
-        bad = [n for n in namespaces if not isinstance(n, str) or len(n) > 63 or not _NAMESPACE.fullmatch(n)]
+        bad = [n for n in namespaces if not is_dns1123_label(n)]
         if bad:
             errors.append(
                 f"descheduler_namespaces has {', '.join(repr(n) for n in bad)}, which no namespace can be named: "

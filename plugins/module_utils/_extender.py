@@ -31,8 +31,8 @@ from __future__ import annotations
 import ipaddress
 import json
 import math
-import re
 
+from ansible_collections.poweraware.k8s.plugins.module_utils._k8s_names import is_dns1123_subdomain
 from ansible_collections.poweraware.k8s.plugins.module_utils._placement_score import PlacementScoreError, rank_nodes
 from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import MODEL_ANNOTATION, compile_model
 from ansible_collections.poweraware.k8s.plugins.module_utils._quantity import (
@@ -358,7 +358,6 @@ def prioritize_result(state, pod, names, node_objects=None, fresh=True, default_
 
 # The largest runAsUser/runAsGroup the API server takes (a non-negative int32).
 MAX_ID = 2147483647
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def _number(value):
@@ -419,7 +418,7 @@ def config_errors(values):
             "must be a user name outside the reserved system: prefix (default poweraware:scheduler-extender)",
         )
     prefix = values.get("power_extender_annotation_prefix")
-    if not isinstance(prefix, str) or len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix):
+    if not is_dns1123_subdomain(prefix):
         bad(
             "power_extender_annotation_prefix",
             "must be a DNS subdomain, the power_models role's power_models_annotation_prefix",

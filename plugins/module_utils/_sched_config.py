@@ -20,6 +20,10 @@ import copy
 import ipaddress
 import re
 
+from ansible_collections.poweraware.k8s.plugins.module_utils._k8s_names import (
+    extended_resource_name_problems,
+    is_dns1123_subdomain,
+)
 from ansible_collections.poweraware.k8s.plugins.module_utils._sched_version import (
     GROUP,
     KIND,
@@ -228,9 +232,7 @@ def _server_name_ok(name):
     host = name[:-1] if name.endswith(".") else name
     # fullmatch: "$" would accept a trailing newline (tests/unit/security)
     return (
-        len(host) <= 253
-        and all(len(label) <= 63 for label in host.split("."))
-        and bool(_DNS1123_SUBDOMAIN.fullmatch(host.lower()))
+        len(host) <= 253 and all(len(label) <= 63 for label in host.split(".")) and is_dns1123_subdomain(host.lower())
     )
 
 
@@ -430,48 +432,6 @@ TLS_CONFIG_FIELDS = {
     "caData": _STR,
 }
 MANAGED_RESOURCE_FIELDS = {"name": _STR, "ignoredByScheduler": _BOOL}
-
-_LABEL_KEY_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
-def _qualified_name_problems(value):
-    """apimachinery IsQualifiedName (content.IsLabelKey): reasons ``value`` is not a qualified name."""
-    parts = value.split("/")
-    problems = []
-    if len(parts) > 2:
-        return ["it has more than one '/' (a qualified name is [<DNS subdomain>/]<name>)"]
-    name = parts[-1]
-    if len(parts) == 2:
-        prefix = parts[0]
-        if not prefix:
-            problems.append("its prefix part is empty")
-        elif len(prefix) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(prefix):
-            problems.append(f"its prefix part {prefix!r} is not a lower-case DNS subdomain of at most 253 characters")
-    if not name:
-        problems.append("its name part is empty")
-    elif len(name) > 63:
-        problems.append("its name part is longer than 63 characters")
-    if name and not _LABEL_KEY_NAME.fullmatch(name):
-        problems.append(
-            f"its name part {name!r} must consist of alphanumerics, '-', '_' or '.' and start and end with an "
-            "alphanumeric"
-        )
-    return problems
-
-
-def extended_resource_name_problems(name):
-    """validateExtendedResourceName: [] when ``name`` is a valid extended resource name."""
-    problems = _qualified_name_problems(name)
-    if problems:
-        return problems
-    # IsExtendedResourceName: not native (no '/' or anything with 'kubernetes.io/'), not
-    # 'requests.'-prefixed, and still a qualified name once prefixed with 'requests.'
-    if "/" not in name or "kubernetes.io/" in name or name.startswith("requests."):
-        return ["it is not an extended resource name (those are <domain>/<name> outside kubernetes.io)"]
-    if _qualified_name_problems("requests." + name):
-        return ["its domain is too long to be an extended resource name"]
-    return []
 
 
 def _type_problem(kind, value):

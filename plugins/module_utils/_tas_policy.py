@@ -29,6 +29,13 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.poweraware.k8s.plugins.module_utils._k8s_names import (
+    is_dns1123_label,
+    is_dns1123_subdomain,
+    is_label_value,
+    is_qualified_name_part,
+)
+
 __all__ = [
     "API_VERSION",
     "KIND",
@@ -68,11 +75,6 @@ INT64_MAX = 2**63 - 1
 # A whole number written as a string, as ``-e name=value`` gives every value: "70", "+70", " -5 ".
 _INTEGER_STRING = re.compile(r"^\s*[-+]?[0-9]+\s*$")
 _METRIC_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-# Kubernetes label value: empty, or up to 63 alphanumerics with -_. inside.
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 
 
 def _plain_copy(value):
@@ -181,13 +183,7 @@ def _check_labels(where, strategy, rule, errors):
         if strategy != "labeling":
             continue
         key, sep, value = label.partition("=")
-        if (
-            not sep
-            or not _LABEL_NAME.fullmatch(key)
-            or len(key) > 63
-            or len(value) > 63
-            or not _LABEL_VALUE.fullmatch(value)
-        ):
+        if not sep or not is_qualified_name_part(key) or not is_label_value(value):
             errors.append(
                 f"{where}.labels[{index}] {label!r} must be key=value with a valid Kubernetes label name and value"
             )
@@ -318,7 +314,7 @@ def validate_policy(policy, known_metrics=None, stripped_prefix="node_"):
         errors.append("metadata must be a mapping with name and namespace")
     else:
         name = metadata.get("name")
-        if not isinstance(name, str) or len(name) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(name):
+        if not is_dns1123_subdomain(name):
             errors.append(f"metadata.name {name!r} is not a valid Kubernetes object name (DNS-1123 subdomain)")
         elif len(name) > 63:
             errors.append(
@@ -326,9 +322,7 @@ def validate_policy(policy, known_metrics=None, stripped_prefix="node_"):
                 " telemetry-policy=<name>, and label values are at most 63 characters"
             )
         namespace = metadata.get("namespace")
-        if namespace is not None and (
-            not isinstance(namespace, str) or len(namespace) > 63 or not _DNS1123_LABEL.fullmatch(namespace)
-        ):
+        if namespace is not None and not is_dns1123_label(namespace):
             errors.append(f"metadata.namespace {namespace!r} is not a valid namespace name (DNS-1123 label)")
     if "spec" not in policy:
         errors.append("spec is required")

@@ -6,6 +6,7 @@ import pathlib
 import sys
 
 import pytest
+from ansible_collections.poweraware.k8s.plugins.module_utils import _k8s_names as k8s_names
 from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_config as sc
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -545,7 +546,7 @@ def test_strict_decoding_of_each_kind(field, value, problem):
     ],
 )
 def test_extended_resource_name_messages(name, problems):
-    assert sc.extended_resource_name_problems(name) == problems
+    assert k8s_names.extended_resource_name_problems(name) == problems
 
 
 def test_an_extender_whose_managed_resources_are_not_a_list_does_not_end_the_checks():

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 import yaml
+from ansible_collections.poweraware.k8s.plugins.module_utils import _k8s_names as k8s_names
 from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_config as sc
 from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_manifest as ms
 from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_version as sv
@@ -104,7 +105,7 @@ def test_validate_extenders_matches_upstream_rules(extenders, messages):
     ],
 )
 def test_extended_resource_names(name, valid):
-    assert (sc.extended_resource_name_problems(name) == []) is valid
+    assert (k8s_names.extended_resource_name_problems(name) == []) is valid
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ from ansible_collections.poweraware.k8s.plugins.module_utils import (
     _tas_policy,
     _yaml_edit,
 )
+from ansible_collections.poweraware.k8s.plugins.module_utils import _k8s_names as k8s_names
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 
@@ -77,11 +78,11 @@ def test_scheduler_extender_verbs_and_resource_prefixes_are_checked_whole():
     bad_name = [{**good[0], "tls": {**good[0]["tls"], "server_name": "tas.kube-system.svc\n"}}]
     errors = _sched_config.normalize_extenders(bad_name)[1]
     assert len(errors) == 1 and errors[0].startswith("extenders[0].tls.server_name 'tas.kube-system.svc\\n' is not")
-    assert _sched_config.extended_resource_name_problems("poweraware.io/power") == []
-    assert _sched_config.extended_resource_name_problems("poweraware.io\n/power") == [
+    assert k8s_names.extended_resource_name_problems("poweraware.io/power") == []
+    assert k8s_names.extended_resource_name_problems("poweraware.io\n/power") == [
         "its prefix part 'poweraware.io\\n' is not a lower-case DNS subdomain of at most 253 characters"
     ]
-    assert _sched_config.extended_resource_name_problems("poweraware.io/power\n") != []
+    assert k8s_names.extended_resource_name_problems("poweraware.io/power\n") != []
     assert _sched_config.is_cluster_dns_name("tas.kube-system.svc")
     assert not _sched_config.is_cluster_dns_name("tas.kube-system.svc\n")
 
