@@ -511,61 +511,31 @@ class Runner:
             if running.spec is not None:
                 manifest = copy.deepcopy(running.spec.manifest)
                 meta = manifest.setdefault("metadata", {})
-                meta["name"] = f"{running.spec.name}-{self.node_name}" if self.node_name else running.spec.name
+                meta["name"] = self.mirror_name(running.spec)
                 meta["namespace"] = running.spec.namespace
                 manifest.setdefault("spec", {})["nodeName"] = self.node_name
                 pods.append(manifest)
         return pods
 
-    def runtime_pod(self, namespace: str, name: str) -> dict | None:
-        """What the runtime knows of a pod it runs (for exec, attach and port-forward): its uid, its
-        sandbox (a process in its network namespace: the node's own for host-network and static
-        pods) and its running containers' IDs (``lab://<pid>``, as the pod status reports them).
+    def mirror_name(self, spec: PodSpec) -> str:
+        """A static pod's name in the API: its manifest's name and the node's, as kubelet names it."""
+        return f"{spec.name}-{self.node_name}" if self.node_name else spec.name
+
+    def pod_runs(self) -> list[kubelet_stats.PodRun]:
+        """What the runtime runs, for exec, attach, port-forward and the resource statistics: each
+        pod's uid, its sandbox (the node's own network namespace for host-network and static pods)
+        and its running containers' processes (``lab://<pid>``, as the pod status reports them).
         Called from the API's threads: it reads ``returncode`` and leaves reaping (poll) to the
         runner's loop."""
+        runs = []
         if self.api_pods is not None:
             for pod in list(self.api_pods.pods.values()):
                 meta = pod.pod["metadata"]
-                if (meta["namespace"], meta["name"]) != (namespace, name):
-                    continue
                 if pod.host_network:
                     sandbox = os.getpid()
                 else:
                     holder = pod.sandbox.holder if pod.sandbox is not None else None
                     sandbox = holder.pid if holder is not None and holder.returncode is None else None
-                return {
-                    "uid": pod.uid,
-                    "sandbox": f"lab://{sandbox}" if sandbox else None,
-                    "containers": {
-                        c.name: f"lab://{c.process.pid}"
-                        for c in pod.containers
-                        if c.process is not None and c.process.returncode is None
-                    },
-                }
-        for running in list(self.pods.values()):
-            spec = running.spec
-            if spec is None or spec.namespace != namespace:
-                continue
-            if (f"{spec.name}-{self.node_name}" if self.node_name else spec.name) != name:
-                continue
-            return {
-                "uid": running.content_hash[:32],
-                "sandbox": f"lab://{os.getpid()}",  # static pods run in the node's network namespace
-                "containers": {
-                    c.name: f"lab://{p.pid}"
-                    for c, p in zip(spec.containers, running.processes, strict=False)  # processes: those started
-                    if p.returncode is None
-                },
-            }
-        return None
-
-    def pod_runs(self) -> list[kubelet_stats.PodRun]:
-        """The running containers' processes, for the resource statistics (from the API's threads,
-        reading ``returncode`` as runtime_pod does)."""
-        runs = []
-        if self.api_pods is not None:
-            for pod in list(self.api_pods.pods.values()):
-                meta = pod.pod["metadata"]
                 containers = [
                     kubelet_stats.ContainerRun(
                         c.name,
@@ -577,7 +547,9 @@ class Runner:
                     for c in list(pod.containers)
                     if c.process is not None and c.process.returncode is None
                 ]
-                runs.append(kubelet_stats.PodRun(meta["namespace"], meta["name"], pod.uid, pod.start_wall, containers))
+                runs.append(
+                    kubelet_stats.PodRun(meta["namespace"], meta["name"], pod.uid, pod.start_wall, containers, sandbox)
+                )
         for running in list(self.pods.values()):
             spec = running.spec
             if spec is None:
@@ -592,9 +564,11 @@ class Runner:
                 )
                 if p.returncode is None
             ]
-            name = f"{spec.name}-{self.node_name}" if self.node_name else spec.name
+            uid = running.content_hash[:32]
             runs.append(
-                kubelet_stats.PodRun(spec.namespace, name, running.content_hash[:32], running.started_wall, containers)
+                kubelet_stats.PodRun(
+                    spec.namespace, self.mirror_name(spec), uid, running.started_wall, containers, os.getpid()
+                )
             )
         return runs
 
@@ -604,7 +578,7 @@ class Runner:
         linked from /var/log/containers/<pod>_<ns>_<container>-<id>.log (what log shippers and the
         extender role's rollback read)."""
         assert pod.spec is not None
-        name = f"{pod.spec.name}-{self.node_name}" if self.node_name else pod.spec.name
+        name = self.mirror_name(pod.spec)
         uid = pod.content_hash[:32]
         log_path = self.log_dir / "pods" / f"{pod.spec.namespace}_{name}_{uid}" / container / "0.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -239,11 +239,10 @@ def log_options(query: dict[str, list[str]]) -> dict:
 
 class KubeletApi:
     """The HTTPS server; ``api`` is the node's KubeApi (its kubelet credentials); ``host`` what the
-    kubelet knows (kubelet's HostInterface): ``running_pods()`` the pod objects it runs now,
-    ``runtime_pod(namespace, name)`` what the runtime knows of one (``{"uid", "sandbox",
-    "containers": {name: container ID}}``, None when it runs no such pod) and ``pod_runs()`` its
-    running containers' processes (kubelet_stats.PodRun); ``streaming`` the runtime's streaming
-    server (a StreamingRuntime); ``stats`` the node's kubelet_stats.Stats."""
+    kubelet knows (kubelet's HostInterface): ``running_pods()`` the pod objects it runs now and
+    ``pod_runs()`` what its runtime runs (kubelet_stats.PodRun: uid, sandbox, running containers);
+    ``streaming`` the runtime's streaming server (a StreamingRuntime); ``stats`` the node's
+    kubelet_stats.Stats."""
 
     def __init__(self, node, address, cert, key, client_ca, api, log_dir, host, streaming, stats, port=PORT):
         self.node = node
@@ -325,21 +324,22 @@ class KubeletApi:
         """The runtime's URL for an exec, attach or port-forward (kubelet's GetExec, GetAttach,
         GetPortForward); a RequestError with kubelet's status and words when there is none."""
         options = stream_options(query) if kind != "portforward" else {}
-        found = self.host.runtime_pod(namespace, pod)
+        found = next((r for r in self.host.pod_runs() if (r.namespace, r.name) == (namespace, pod)), None)
         if found is None:
             raise RequestError(404, "pod does not exist")
-        if uid and uid != found["uid"]:
+        if uid and uid != found.uid:
             if kind == "portforward":
                 raise RequestError(404, "pod not found")
             raise RequestError(500, f'container not found ("{container}")')
         try:
             if kind == "portforward":
-                if not found.get("sandbox"):
+                if not found.sandbox:
                     raise RequestError(500, f'pod "{pod}" has no running sandbox')
-                return self.streaming.url(kind=kind, pod_sandbox_id=found["sandbox"])
-            container_id = found["containers"].get(container)
-            if not container_id:
+                return self.streaming.url(kind=kind, pod_sandbox_id=f"lab://{found.sandbox}")
+            run = next((c for c in found.containers if c.name == container), None)
+            if run is None:
                 raise RequestError(500, f'container not found ("{container}")')
+            container_id = f"lab://{run.pid}"
             if kind == "attach":
                 return self.streaming.url(kind=kind, container_id=container_id, **options)
             if not query.get("command"):
@@ -498,7 +498,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._reply(200, kubelet_stats.resource_metrics(summary, now).encode(), PROMETHEUS_TEXT)
         else:
             machine = kubelet.stats.machine()
-            text = kubelet_stats.cadvisor_metrics(summary, runs, *machine)
+            text = kubelet_stats.cadvisor_metrics(summary, runs, *machine, now)
             self._reply(200, text.encode(), PROMETHEUS_TEXT)
 
     # --- exec, attach, port-forward ----------------------------------------------------------

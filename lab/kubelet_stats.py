@@ -134,11 +134,15 @@ class ContainerRun:
 
 @dataclasses.dataclass
 class PodRun:
+    """A pod the runtime runs: its running containers and its sandbox, a process in the pod's network
+    namespace (the node's own for host-network and static pods; None when it has none running)."""
+
     namespace: str
     name: str
     uid: str
     started: float
     containers: list[ContainerRun]
+    sandbox: int | None = None
 
 
 def _timestamp(wall: float) -> str:
@@ -303,9 +307,16 @@ def _number(value: float) -> str:
     return repr(float(value)) if value != int(value) else str(int(value))
 
 
-def _ms(timestamp: str) -> int:
+def _seconds(timestamp: str) -> float:
+    """An RFC 3339 time of the Summary (whole seconds) as seconds since the epoch."""
     moment = datetime.datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
-    return int(moment.timestamp() * 1000)
+    return moment.timestamp()
+
+
+def _sample(fams: dict, family: str, value: float, labels: dict, stamp: int | None = None) -> None:
+    """One sample line of a family: its labels sorted, its value, and its timestamp in ms if any."""
+    line = f"{family}{_labels(**labels)} {_number(value)}"
+    fams[family][2].append(line if stamp is None else f"{line} {stamp}")
 
 
 def resource_metrics(summary: dict | None, now: float = 0.0) -> str:
@@ -314,70 +325,60 @@ def resource_metrics(summary: dict | None, now: float = 0.0) -> str:
     sampled: the Summary's RFC 3339 times keep only seconds); ``resource_scrape_error`` 1 when there
     is no summary."""
     fams = {name: (kind, help_text, []) for name, (kind, help_text) in RESOURCE_FAMILIES.items()}
-    fams["resource_scrape_error"][2].append(f"resource_scrape_error {0 if summary is not None else 1}")
+    _sample(fams, "resource_scrape_error", 0 if summary is not None else 1, {})
     if summary is None:
         return _families(fams)
-
     stamp = int(now * 1000)
-
-    def add(family: str, value: float, _when: str, **labels: str) -> None:
-        fams[family][2].append(f"{family}{_labels(**labels)} {_number(value)} {stamp}")
-
     node = summary["node"]
-    add("node_cpu_usage_seconds_total", node["cpu"]["usageCoreNanoSeconds"] / NANO, node["cpu"]["time"])
-    add("node_memory_working_set_bytes", node["memory"]["workingSetBytes"], node["memory"]["time"])
+    _sample(fams, "node_cpu_usage_seconds_total", node["cpu"]["usageCoreNanoSeconds"] / NANO, {}, stamp)
+    _sample(fams, "node_memory_working_set_bytes", node["memory"]["workingSetBytes"], {}, stamp)
     for pod in summary["pods"]:
         ref = {"pod": pod["podRef"]["name"], "namespace": pod["podRef"]["namespace"]}
         for container in pod["containers"]:
             labels = {**ref, "container": container["name"]}
-            started = _ms(container["startTime"]) / 1000
-            fams["container_start_time_seconds"][2].append(
-                f"container_start_time_seconds{_labels(**labels)} {_number(started)}"
-            )
-            cpu, memory = container["cpu"], container["memory"]
-            add("container_cpu_usage_seconds_total", cpu["usageCoreNanoSeconds"] / NANO, cpu["time"], **labels)
-            add("container_memory_working_set_bytes", memory["workingSetBytes"], memory["time"], **labels)
-        add("pod_cpu_usage_seconds_total", pod["cpu"]["usageCoreNanoSeconds"] / NANO, pod["cpu"]["time"], **ref)
-        add("pod_memory_working_set_bytes", pod["memory"]["workingSetBytes"], pod["memory"]["time"], **ref)
+            _sample(fams, "container_start_time_seconds", _seconds(container["startTime"]), labels)
+            cpu_seconds = container["cpu"]["usageCoreNanoSeconds"] / NANO
+            _sample(fams, "container_cpu_usage_seconds_total", cpu_seconds, labels, stamp)
+            _sample(fams, "container_memory_working_set_bytes", container["memory"]["workingSetBytes"], labels, stamp)
+        _sample(fams, "pod_cpu_usage_seconds_total", pod["cpu"]["usageCoreNanoSeconds"] / NANO, ref, stamp)
+        _sample(fams, "pod_memory_working_set_bytes", pod["memory"]["workingSetBytes"], ref, stamp)
     return _families(fams)
 
 
-def cadvisor_metrics(summary: dict, pods: list[PodRun], machine_cpus: int, machine_memory: int) -> str:
+def cadvisor_metrics(
+    summary: dict, pods: list[PodRun], machine_cpus: int, machine_memory: int, now: float = 0.0
+) -> str:
     """``/metrics/cadvisor``'s container families for the node's root (``id="/"``) and each
-    container (``id`` its place under kubepods, ``name`` its runtime ID, ``image`` its image), and
-    the machine's size."""
+    container (``id`` its place under kubepods, ``name`` its runtime ID, ``image`` its image), each
+    usage sample stamped ``now`` (ms), and the machine's size."""
     runs = {(pod.uid, run.name): run for pod in pods for run in pod.containers}
     fams = {name: (kind, help_text, []) for name, (kind, help_text) in CADVISOR_FAMILIES.items()}
-    fams["machine_cpu_cores"][2].append(f"machine_cpu_cores {machine_cpus}")
-    fams["machine_memory_bytes"][2].append(f"machine_memory_bytes {machine_memory}")
+    _sample(fams, "machine_cpu_cores", machine_cpus, {})
+    _sample(fams, "machine_memory_bytes", machine_memory, {})
+    stamp = int(now * 1000)
 
-    def add(family: str, value: float, when: str | None, labels: dict[str, str]) -> None:
-        stamp = f" {_ms(when)}" if when else ""
-        fams[family][2].append(f"{family}{_labels(**labels)} {_number(value)}{stamp}")
+    def usage(labels: dict, cpu: dict, memory: dict) -> None:
+        _sample(fams, "container_cpu_usage_seconds_total", cpu["usageCoreNanoSeconds"] / NANO, labels, stamp)
+        _sample(fams, "container_memory_usage_bytes", memory["usageBytes"], labels, stamp)
+        _sample(fams, "container_memory_working_set_bytes", memory["workingSetBytes"], labels, stamp)
+        _sample(fams, "container_memory_rss", memory["rssBytes"], labels, stamp)
 
     node = summary["node"]
-    root = {"container": "", "id": "/", "image": "", "name": "", "namespace": "", "pod": ""}
-    add("container_cpu_usage_seconds_total", node["cpu"]["usageCoreNanoSeconds"] / NANO, node["cpu"]["time"], root)
-    add("container_memory_usage_bytes", node["memory"]["usageBytes"], node["memory"]["time"], root)
-    add("container_memory_working_set_bytes", node["memory"]["workingSetBytes"], node["memory"]["time"], root)
-    add("container_memory_rss", node["memory"]["rssBytes"], node["memory"]["time"], root)
+    usage(
+        {"container": "", "id": "/", "image": "", "name": "", "namespace": "", "pod": ""}, node["cpu"], node["memory"]
+    )
     for pod in summary["pods"]:
         ref = pod["podRef"]
         for container in pod["containers"]:
             run = runs.get((ref["uid"], container["name"]))
-            container_id = f"lab://{run.pid}" if run else ""
             labels = {
                 "container": container["name"],
-                "id": f"/kubepods/pod{ref['uid']}/{container_id.removeprefix('lab://')}",
+                "id": f"/kubepods/pod{ref['uid']}/{run.pid if run else ''}",
                 "image": run.image if run else "",
-                "name": container_id,
+                "name": f"lab://{run.pid}" if run else "",
                 "namespace": ref["namespace"],
                 "pod": ref["name"],
             }
-            cpu, memory = container["cpu"], container["memory"]
-            add("container_cpu_usage_seconds_total", cpu["usageCoreNanoSeconds"] / NANO, cpu["time"], labels)
-            add("container_memory_usage_bytes", memory["usageBytes"], memory["time"], labels)
-            add("container_memory_working_set_bytes", memory["workingSetBytes"], memory["time"], labels)
-            add("container_memory_rss", memory["rssBytes"], memory["time"], labels)
-            add("container_start_time_seconds", _ms(container["startTime"]) / 1000, None, labels)
+            usage(labels, container["cpu"], container["memory"])
+            _sample(fams, "container_start_time_seconds", _seconds(container["startTime"]), labels)
     return _families(fams)

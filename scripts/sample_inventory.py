@@ -78,11 +78,14 @@ def comment(text: str, prefix: str = "# ") -> list[str]:
     return [(prefix + line).rstrip() for line in lines]
 
 
-def options(role: str) -> dict[str, dict]:
+def specs(role: str) -> dict:
+    return yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+
+
+def options(role: str, entries: dict | None = None) -> dict[str, dict]:
     """Every entry point's options, ``main``'s first, each once (check_role_specs.py makes sure an
     option two entry points declare is declared alike)."""
-    spec = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())
-    entries = spec["argument_specs"]
+    entries = entries if entries is not None else specs(role)
     found: dict[str, dict] = {}
     for entry in sorted(entries, key=lambda name: name != "main"):
         for name, option in ((entries[entry] or {}).get("options") or {}).items():
@@ -91,12 +94,12 @@ def options(role: str) -> dict[str, dict]:
 
 
 def role_block(role: str) -> list[str]:
-    spec = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())
-    main = spec["argument_specs"]["main"]
+    entries = specs(role)
+    main = entries["main"]
     lines = [f"# ---- {role} " + "-" * (WIDTH - 8 - len(role))]
     lines += comment(plain(main["short_description"].rstrip(".") + "."))
     defaults = yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text()) or {}
-    for name, option in options(role).items():
+    for name, option in options(role, entries).items():
         description = option.get("description") or ""
         if isinstance(description, list):
             description = " ".join(description)

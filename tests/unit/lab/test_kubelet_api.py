@@ -136,27 +136,24 @@ def kubelet(tmp_path):
 
 
 class StubHost:
-    """kubelet's HostInterface as the Runner provides it."""
+    """kubelet's HostInterface as the Runner provides it: a running pod and one whose sandbox and
+    containers have stopped."""
 
     def running_pods(self):
         return [{"metadata": {"name": "web", "namespace": "ns"}}]
 
-    def runtime_pod(self, namespace, name):
-        return RUNTIME_PODS.get((namespace, name))
-
     def pod_runs(self):
         return [
             kubelet_stats.PodRun(
-                "ns", "web", "u-1", 1_700_000_000.0, [kubelet_stats.ContainerRun("app", 41, 1_700_000_010.0, "img:1")]
-            )
+                "ns",
+                "web",
+                "u-1",
+                1_700_000_000.0,
+                [kubelet_stats.ContainerRun("app", 41, 1_700_000_010.0, "img:1")],
+                sandbox=40,
+            ),
+            kubelet_stats.PodRun("ns", "stopped", "u-2", 1_700_000_000.0, [], sandbox=None),
         ]
-
-
-# What the runtime knows of the pods (Runner.runtime_pod's form).
-RUNTIME_PODS = {
-    ("ns", "web"): {"uid": "u-1", "sandbox": "lab://40", "containers": {"app": "lab://41"}},
-    ("ns", "stopped"): {"uid": "u-2", "sandbox": None, "containers": {}},
-}
 
 
 class _Backend(socketserver.ThreadingMixIn, socketserver.TCPServer):
@@ -414,7 +411,8 @@ def test_the_resource_statistics_are_served_as_kubelet_serves_them(kubelet):
     assert status == 200
     summary = json.loads(body)
     assert summary["node"]["nodeName"] == NODE
-    [pod] = summary["pods"]
+    assert [p["podRef"]["name"] for p in summary["pods"]] == ["web", "stopped"]
+    pod = summary["pods"][0]
     assert pod["podRef"] == {"name": "web", "namespace": "ns", "uid": "u-1"}
     assert pod["containers"][0]["cpu"]["usageCoreNanoSeconds"] == 3_000_000_000  # 300 ticks
     status, text = _get(kubelet, "/metrics/resource", cert="client")
