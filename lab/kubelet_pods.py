@@ -7,7 +7,8 @@ pods, so each pod's status has one owner. For such a pod it gives each container
 one:
 
 - a mount namespace of its own whose root is the node's file system with the pod's volumes at their
-  ``mountPath``: ConfigMap, Secret, ``emptyDir``, ``hostPath`` and projected volumes (service-account
+  ``mountPath``: ConfigMap, Secret, ``emptyDir``, ``hostPath``, persistent volume claims bound to a
+  ``local`` or ``hostPath`` PersistentVolume, and projected volumes (service-account
   token from the TokenRequest API bound to the pod, refreshed at 80 % of its life, ``ca.crt`` from a
   ConfigMap, the namespace from the downward API), materialised under
   ``/var/lib/kubelet/pods/<uid>/volumes`` as kubelet does; nothing is created on the node's own
@@ -64,6 +65,7 @@ import shutil
 import signal
 import socket
 import ssl
+import stat
 import subprocess
 import time
 import urllib.error
@@ -283,6 +285,24 @@ class NodeApi:
         data.update({k: base64.b64decode(v) for k, v in (obj.get("binaryData") or {}).items()})
         return data
 
+    def claimed_volume(self, namespace: str, claim: str) -> dict:
+        """The PersistentVolume a pod's claim is bound to (kubelet's volume manager: the claim must
+        be Bound and its volume must name it back), with kubelet's messages when it is not."""
+        pvc = self.api.request("GET", f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{claim}", missing_ok=True)
+        if pvc is None:
+            raise PodError(f'persistentvolumeclaim "{claim}" not found')
+        volume_name = (pvc.get("spec") or {}).get("volumeName")
+        if (pvc.get("status") or {}).get("phase") != "Bound" or not volume_name:
+            phase = (pvc.get("status") or {}).get("phase", "")
+            raise PodError(f'PVC {namespace}/{claim} has non-bound phase ("{phase}")')
+        pv = self.api.request("GET", f"/api/v1/persistentvolumes/{volume_name}", missing_ok=True)
+        if pv is None:
+            raise PodError(f'persistentvolume "{volume_name}" not found')
+        ref = (pv.get("spec") or {}).get("claimRef") or {}
+        if ref.get("uid") != pvc["metadata"]["uid"]:
+            raise PodError(f"the PV {volume_name} is not bound to the PVC {namespace}/{claim}")
+        return pv
+
     def token(self, pod: dict, audience: str | None, seconds: int) -> tuple[str, float]:
         meta, spec = pod["metadata"], pod.get("spec") or {}
         account = spec.get("serviceAccountName") or "default"
@@ -449,6 +469,8 @@ class PodVolumes:
             volume = Volume(name, pathlib.Path("/"), spec=spec)
             if "hostPath" in spec:
                 volume.source = prepare_host_path(spec["hostPath"])
+            elif "persistentVolumeClaim" in spec:
+                volume.source = self._claimed(spec["persistentVolumeClaim"])
             elif "emptyDir" in spec:
                 volume.source = self._dir("empty-dir", name)
                 volume.source.mkdir(parents=True, exist_ok=True)
@@ -461,6 +483,28 @@ class PodVolumes:
                 kinds = sorted(k for k in spec if k != "name")
                 raise PodError(f"volume {name!r}: type {kinds} is not supported by the lab's kubelet")
             self.volumes[name] = volume
+
+    def _claimed(self, source: dict) -> pathlib.Path:
+        """A claim's volume on this node: a ``local`` PersistentVolume's path (which must exist: the
+        local plugin creates nothing) or a ``hostPath`` one's. kubelet's local plugin gives a writable
+        volume to the pod's fsGroup on its first mount (SetVolumeOwnership); hostPath volumes get no
+        ownership change, as kubelet's hostPath plugin gives none."""
+        pv = self.api.claimed_volume(self.pod["metadata"]["namespace"], source["claimName"])
+        spec = pv["spec"]
+        read_only = bool(source.get("readOnly"))
+        if "hostPath" in spec:
+            return prepare_host_path(spec["hostPath"])
+        if "local" not in spec:
+            kinds = sorted(k for k in ("csi", "nfs", "iscsi", "fc", "rbd", "cephfs") if k in spec) or ["?"]
+            name = pv["metadata"]["name"]
+            raise PodError(f"persistentvolume {name!r}: type {kinds} is not supported by the lab's kubelet")
+        path = pathlib.Path(spec["local"]["path"])
+        if not path.exists():
+            raise PodError(f"MountVolume.NewMounter initialization failed: path {str(path)!r} does not exist")
+        if self.fs_group is not None and not read_only:
+            policy = ((self.pod.get("spec") or {}).get("securityContext") or {}).get("fsGroupChangePolicy")
+            set_volume_ownership(path, self.fs_group, policy)
+        return path
 
     def sync(self) -> list[str]:
         """kubelet's periodic pod sync for the volumes the API fills: a ConfigMap, Secret or
@@ -489,6 +533,31 @@ class PodVolumes:
                 _write_files(volume.source, files, self.fs_group)
                 meta = self.pod["metadata"]
                 log(f"{meta['namespace']}/{meta['name']}: token of {volume.name} renewed")
+
+
+_RW_MASK, _EXEC_MASK = 0o660, 0o110  # pkg/volume/volume_linux.go rwMask, execMask
+
+
+def set_volume_ownership(root: pathlib.Path, fs_group: int, policy: str | None) -> None:
+    """kubelet's SetVolumeOwnership for a writable volume: every file's group becomes ``fs_group``
+    and gains group read-write (directories also execute and setgid, so new files inherit the
+    group); ``OnRootMismatch`` skips the walk when the root already has the group and the mode.
+    Symbolic links get the group but no chmod (it would change their target)."""
+    if policy == "OnRootMismatch":
+        info = root.stat()
+        wanted = _RW_MASK | _EXEC_MASK
+        has_mode = info.st_mode & wanted == wanted and info.st_mode & stat.S_ISGID
+        if info.st_gid == fs_group and root.is_dir() and has_mode:
+            return
+    # walkDeep: the children first, the root last
+    paths = [os.path.join(d, n) for d, dirs, files in os.walk(root, topdown=False) for n in (*files, *dirs)]
+    for path in [*paths, str(root)]:
+        info = os.lstat(path)
+        os.lchown(path, -1, fs_group)
+        if stat.S_ISLNK(info.st_mode):
+            continue
+        mask = _RW_MASK | (_EXEC_MASK | stat.S_ISGID if stat.S_ISDIR(info.st_mode) else 0)
+        os.chmod(path, stat.S_IMODE(info.st_mode) | mask)
 
 
 def prepare_host_path(host_path: dict) -> pathlib.Path:

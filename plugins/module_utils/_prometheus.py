@@ -24,6 +24,7 @@ __all__ = [
     "parse_time",
     "query_range_params",
     "service_url",
+    "storage_errors",
 ]
 
 # Prometheus refuses range queries with more than 11,000 points per series.
@@ -200,3 +201,39 @@ def service_url(services, port_name="http"):
         host = f"[{ip}]" if ":" in ip else ip
         return f"http://{host}:{int(port)}"
     return ""
+
+
+# Prometheus' flag grammars: --storage.tsdb.retention.time is a model.Duration (units in this order,
+# each at most once); --storage.tsdb.retention.size is alecthomas/units Base2Bytes (a sequence of
+# numbers with B, KB..EB or KiB..EiB, all powers of 1024, or a bare 0).
+_FLAG_DURATION = re.compile(r"^(?:\d+y)?(?:\d+w)?(?:\d+d)?(?:\d+h)?(?:\d+m)?(?:\d+s)?(?:\d+ms)?$")
+_FLAG_BYTES = re.compile(r"^(?:0|(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[KMGTPE]i?B|B))+)$")
+
+
+def storage_errors(storage, size, retention, retention_size, parse_size):
+    """Every problem with the managed Prometheus' storage variables, each naming the variable, the
+    value, the reason and the fix (``parse_size`` reads a Kubernetes byte quantity or raises
+    ValueError: the quantity parser, injected so this file stays free of it)."""
+    errors = []
+    if storage not in ("emptyDir", "persistentVolumeClaim"):
+        errors.append(f"prometheus_storage={storage!r} is not a storage kind: use emptyDir or persistentVolumeClaim")
+    try:
+        if parse_size(size) <= 0:
+            raise ValueError("it is zero")
+    except ValueError as err:
+        errors.append(
+            f"prometheus_storage_size_limit={size!r} is not a volume size ({err}): write a Kubernetes quantity "
+            "such as '4Gi'"
+        )
+    if not isinstance(retention, str) or not retention or not _FLAG_DURATION.match(retention) or retention == "0":
+        errors.append(
+            f"prometheus_retention={retention!r} is not a Prometheus duration: write units in the order y, w, d, "
+            "h, m, s, ms, such as '24h' or '15d'"
+        )
+    bad_size = not isinstance(retention_size, str) or not _FLAG_BYTES.match(retention_size)
+    if retention_size not in ("", None) and bad_size:
+        errors.append(
+            f"prometheus_retention_size={retention_size!r} is not a Prometheus size: write a number and B, KB, MB, "
+            "GB, TB (powers of 1024, as Prometheus reads them), such as '3GB', or leave it empty"
+        )
+    return errors

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
+import stat
 import subprocess
+import tempfile
 
 import pytest
 import yaml
@@ -454,3 +457,71 @@ def test_a_root_container_without_capabilities_has_none_after_exec():
 
     assert effective(frozenset()) == 0
     assert effective(frozenset({kubelet_pods.CAPABILITIES["DAC_READ_SEARCH"]})) == 1 << 2
+
+
+class ClaimsApi:
+    """kube-apiserver's answers to the node's claim and volume reads (lab/kubelet.py KubeApi.request)."""
+
+    def __init__(self, objects):
+        self.objects = objects
+
+    def request(self, method, path, body=None, missing_ok=False):
+        assert method == "GET"
+        return self.objects.get(path)
+
+
+def claim_objects(tmp_path, phase="Bound", claim_uid="u1"):
+    pvc = {"metadata": {"name": "data", "uid": "u1"}, "spec": {"volumeName": "pv1"}, "status": {"phase": phase}}
+    local = {"path": str(tmp_path / "disk")}
+    pv = {"metadata": {"name": "pv1"}, "spec": {"local": local, "claimRef": {"uid": claim_uid}}}
+    return {"/api/v1/namespaces/ns/persistentvolumeclaims/data": pvc, "/api/v1/persistentvolumes/pv1": pv}
+
+
+def test_a_claim_bound_to_a_local_volume_is_given_to_the_pods_fs_group_as_kubelet_does(tmp_path):
+    """kubelet's local plugin on the first mount (SetVolumeOwnership): every file gets the pod's
+    fsGroup and group read-write, directories also setgid and execute; a symbolic link gets the group
+    but keeps its target's mode; an unbound claim, a volume bound elsewhere or a missing local path
+    keep the pod from starting with kubelet's message."""
+    group = 65534 if os.geteuid() == 0 else os.getgid()
+    disk = tmp_path / "disk"
+    (disk / "wal").mkdir(parents=True)
+    (disk / "wal" / "00000001").write_bytes(b"x")
+    os.chmod(disk / "wal" / "00000001", 0o600)
+    os.chmod(disk, 0o700)
+    (tmp_path / "outside").write_text("keep")
+    os.chmod(tmp_path / "outside", 0o600)
+    os.symlink(tmp_path / "outside", disk / "link")
+    p = pod(f"{KSM}:v2.13.0")
+    p["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+    volumes = kubelet_pods.PodVolumes(kubelet_pods.NodeApi(ClaimsApi(claim_objects(tmp_path))), p, tmp_path, group)
+    volumes.prepare()
+    assert volumes.volumes["data"].source == disk
+    for path, mode in ((disk, 0o2770), (disk / "wal", 0o2775), (disk / "wal" / "00000001", 0o660)):
+        info = path.stat()
+        assert (info.st_gid, stat.S_IMODE(info.st_mode)) == (group, mode), (path, oct(info.st_mode))
+    assert stat.S_IMODE((tmp_path / "outside").stat().st_mode) == 0o600  # the link's target kept its mode
+    for objects, message in (
+        (claim_objects(tmp_path, phase="Pending"), 'has non-bound phase \\("Pending"\\)'),
+        (claim_objects(tmp_path, claim_uid="other"), "is not bound to the PVC ns/data"),
+        ({}, 'persistentvolumeclaim "data" not found'),
+    ):
+        with pytest.raises(kubelet_pods.PodError, match=message):
+            kubelet_pods.PodVolumes(kubelet_pods.NodeApi(ClaimsApi(objects)), p, tmp_path, group).prepare()
+    shutil.rmtree(disk)
+    with pytest.raises(kubelet_pods.PodError, match="does not exist"):
+        kubelet_pods.PodVolumes(kubelet_pods.NodeApi(ClaimsApi(claim_objects(tmp_path))), p, tmp_path, group).prepare()
+
+
+def test_on_root_mismatch_skips_the_walk_when_the_root_is_already_the_groups():
+    """fsGroupChangePolicy: OnRootMismatch looks at the root only (a file below keeps its mode)."""
+    group = 65534 if os.geteuid() == 0 else os.getgid()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = pathlib.Path(tmp)
+        (root / "f").write_text("x")
+        os.chmod(root / "f", 0o600)
+        os.chown(root, -1, group)
+        os.chmod(root, 0o2770)  # noqa: S103 - the mode kubelet gives a volume's root
+        kubelet_pods.set_volume_ownership(root, group, "OnRootMismatch")
+        assert stat.S_IMODE((root / "f").stat().st_mode) == 0o600
+        kubelet_pods.set_volume_ownership(root, group, None)
+        assert stat.S_IMODE((root / "f").stat().st_mode) == 0o660
