@@ -257,6 +257,19 @@ COMPONENTS = (
         stamps=("k8s.io/client-go/pkg/version.gitVersion=v0.9.0",),
         sources=("manifests",),
     ),
+    # The site's image mirror (lab/components/registry.py): the CNCF Distribution registry, the
+    # `registry:3` image's /bin/registry (its Makefile: go build ./cmd/registry, the version stamped),
+    # and the wrapper's labhtpasswd for its bcrypt htpasswd file.
+    GoBuild(
+        name="registry",
+        module="github.com/distribution/distribution/v3",
+        packages=(
+            "github.com/distribution/distribution/v3/cmd/registry",
+            "poweraware.example/k8s/lab/registry/labhtpasswd",
+        ),
+        binaries=("registry", "labhtpasswd"),
+        stamps=("github.com/distribution/distribution/v3/version.version=v3.1.2",),
+    ),
     GoBuild(
         name="load-watcher",
         module="github.com/paypal/load-watcher",

@@ -50,6 +50,7 @@ from lab.components import (
     kwok,
     network,
     node_power,
+    registry,
     service_proxy,
 )
 from lab.process import (
@@ -426,12 +427,21 @@ class Lab:
             paths.state_dir / "network.json",
             paths.state_dir / "network.ready",
             [("127.0.0.1", config.port(name), "127.0.0.1") for name in RELAYED_PORTS]
-            + [(node.address, nodes.SSH_PORT, node.node_ip) for node in config.nodes],
+            + [(node.address, nodes.SSH_PORT, node.node_ip) for node in config.nodes]
+            + [("127.0.0.1", registry.PORT, registry.ADDRESS)],
             [pki.SERVICE_CIDR],
-            [node.node_ip for node in config.nodes],
+            [node.node_ip for node in config.nodes] + [registry.ADDRESS],
         )
         self._start(border)
         self.wait_for("the lab's network namespace", border.health, "network")
+        # The site's image mirror, filled as an air-gapped site fills one (lab/components/registry.py).
+        registry.prepare(paths.state_dir, bin_dir)
+        mirror = registry.component(bin_dir, paths.state_dir)
+        self._start(mirror)
+        self.wait_for("the image mirror's /v2/", mirror.health, "registry")
+        registry.fill(paths.state_dir, images.mirrored_images())
+        for node in config.nodes:
+            registry.trust_on_node(paths.state_dir, paths.node_disk(node.name))
         etcd_component = etcd.component(
             bin_dir, paths.state_dir / "etcd", config.port("etcd"), config.port("etcd-peer")
         )

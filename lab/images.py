@@ -23,6 +23,7 @@ import os
 import pathlib
 import shutil
 
+from lab.components import registry
 from lab.pki import atomic_write
 
 MAP_FILE = "image-map.json"
@@ -247,8 +248,23 @@ def _write_if_changed(path: pathlib.Path, data: str, mode: int) -> None:
         atomic_write(path, data, mode)
 
 
+def mirrored_images() -> list[tuple[str, str, list[str], str]]:
+    """What the site's mirror holds (lab/components/registry.py): every image a role deploys, as
+    (repository, tag, entrypoint, user); the add-ons the lab applies itself come from their public
+    references."""
+    return [(i.repository, i.tag, list(i.entrypoint), i.user) for i in IMAGES if not i.addon]
+
+
 def image_map() -> dict[str, dict]:
-    return {image.reference: image.to_json() for image in IMAGES}
+    """Every reference the lab's kubelet runs: the public ones (preloaded on the nodes, as an
+    air-gapped site imports images) and the mirror's, which the kubelet pulls before it runs them
+    (``pull``: through the registry API, with the pod's pull secrets)."""
+    found = {image.reference: image.to_json() for image in IMAGES}
+    for image in IMAGES:
+        if not image.addon:
+            mirrored = f"{registry.MIRROR}/{registry.mirrored(image.repository)}:{image.tag}"
+            found[mirrored] = {**image.to_json(), "pull": True}
+    return found
 
 
 def kwok_selector() -> dict:
@@ -259,7 +275,7 @@ def kwok_selector() -> dict:
     return {
         "key": '.spec.containers.[].image | sub("@.*$"; "")',
         "operator": "NotIn",
-        "values": sorted(image.reference for image in IMAGES),
+        "values": sorted(image_map()),
     }
 
 

@@ -124,6 +124,126 @@ def reference_of(image: str) -> str:
     return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
 
 
+def image_host(image: str) -> str:
+    """The registry host of an image reference (``docker.io`` when it names none), as the
+    runtimes split ``host/path``: the first component is a host when it has a '.' or a ':' or is
+    ``localhost``."""
+    first, _slash, rest = image.split("@", 1)[0].partition("/")
+    return first if rest and ("." in first or ":" in first or first == "localhost") else "docker.io"
+
+
+def image_tag(image: str) -> str:
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    return last.split(":", 1)[1] if ":" in last else "latest"
+
+
+# --- pulling an image from a registry --------------------------------------------------------
+# What the lab's runtime does for kubelet's PullImage: the OCI distribution API over TLS verified
+# with the node's trust for that host (containerd's hosts directory), basic auth from the pod's pull
+# secrets, the manifest by digest when the reference pins one (else by tag), every digest checked.
+CERTS_D = pathlib.Path("/etc/containerd/certs.d")
+MANIFEST_TYPES = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json"
+MIRROR_LABEL = "io.poweraware.lab.image"  # lab/components/registry.py LABEL: the public image the mirror's is
+PULL_BACKOFF_INITIAL, PULL_BACKOFF_MAX = 10.0, 300.0  # kubelet's image back-off
+
+
+def docker_credentials(pull_secrets: list[dict[str, bytes]], host: str) -> list[tuple[str, str]]:
+    """The (user, password) pairs the pod's pull secrets hold for ``host``, in the secrets' order:
+    a ``kubernetes.io/dockerconfigjson`` secret's ``auths`` (or a ``.dockercfg`` one's map), whose
+    keys may carry a scheme and a path (``https://host/v1/``), with ``auth`` (base64 user:password)
+    or ``username``/``password``, as kubelet's credential keyring reads them."""
+    found = []
+    for data in pull_secrets:
+        raw = data.get(".dockerconfigjson") or data.get(".dockercfg")
+        if not raw:
+            continue
+        try:
+            config = json.loads(raw)
+        except ValueError:
+            continue
+        auths = config.get("auths", config) if isinstance(config, dict) else {}
+        for key, entry in auths.items():
+            if not isinstance(entry, dict):
+                continue
+            key_host = re.sub(r"^[a-z]+://", "", str(key)).split("/", 1)[0]
+            if key_host != host:
+                continue
+            user, password = entry.get("username"), entry.get("password")
+            if entry.get("auth"):
+                with contextlib.suppress(ValueError):
+                    user, _colon, password = base64.b64decode(entry["auth"]).decode().partition(":")
+            if user:
+                found.append((str(user), str(password or "")))
+    return found
+
+
+def open_registry(url: str, headers: dict[str, str]) -> tuple[int, bytes, dict[str, str]]:
+    """One GET of a registry's API: (status, body, headers), TLS verified with the node's trust for
+    the host (``/etc/containerd/certs.d/<host>/ca.crt``, else the system's)."""
+    host = urllib.parse.urlsplit(url).netloc
+    ca = CERTS_D / host / "ca.crt"
+    context = ssl.create_default_context(cafile=str(ca) if ca.exists() else None)
+    request = urllib.request.Request(url, headers=headers)  # noqa: S310 - https only
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=30) as answer:  # noqa: S310 - https only
+            return answer.status, answer.read(), dict(answer.headers)
+    except urllib.error.HTTPError as err:
+        return err.code, err.read(), dict(err.headers)
+    except (urllib.error.URLError, OSError) as err:
+        reason = getattr(err, "reason", err)
+        raise PodError(f'failed to do request: Get "{url}": {reason}') from None
+
+
+def _sha256(body: bytes) -> str:
+    return "sha256:" + hashlib.sha256(body).hexdigest()
+
+
+def pull_image(image: str, credentials: list[tuple[str, str]], fetch) -> str:
+    """Pull ``image`` (``host/path:tag[@digest]``) through the registry API and return its image ID
+    (``host/path@<manifest digest>``); PodError with containerd's words when it cannot: the status
+    a registry answers (401 without or with wrong credentials), a reference it does not have, a
+    digest that does not match. ``fetch(url, headers)`` is :func:`open_registry` on a node."""
+    host = image_host(image)
+    name, _at, digest = image.partition("@")
+    path = name.split("/", 1)[1] if host != "docker.io" or name.startswith("docker.io/") else name
+    tag = image_tag(image)
+    path = path.rsplit(":", 1)[0] if ":" in path.rsplit("/", 1)[-1] else path
+    where = f"https://{host}/v2/{path}"
+    prefix = f'failed to pull and unpack image "{image}": failed to resolve reference "{image}"'
+    status, body, _headers = 0, b"", {}
+    for credential in credentials or [None]:  # kubelet tries each matching credential in turn
+        headers = {"Accept": MANIFEST_TYPES}
+        if credential:
+            headers["Authorization"] = "Basic " + base64.b64encode(":".join(credential).encode()).decode()
+        status, body, _headers = fetch(f"{where}/manifests/{digest or tag}", headers)
+        if status != 401:
+            break
+    if status == 401:
+        raise PodError(
+            f"{prefix}: unexpected status from GET request to {where}/manifests/{digest or tag}: 401 Unauthorized"
+        )
+    if status == 404:
+        raise PodError(f"{prefix}: {image}: not found")
+    if status != 200:
+        raise PodError(f"{prefix}: unexpected status from GET request to {where}/manifests/{digest or tag}: {status}")
+    manifest_digest = _sha256(body)
+    if digest and manifest_digest != digest:
+        raise PodError(f"{prefix}: manifest digest {manifest_digest} does not match {digest}")
+    try:
+        manifest = json.loads(body)
+        config_digest = manifest["config"]["digest"]
+    except (ValueError, KeyError, TypeError):
+        raise PodError(f'failed to pull and unpack image "{image}": the manifest is not an image manifest') from None
+    auth = headers.get("Authorization")
+    status, config_body, _headers = fetch(f"{where}/blobs/{config_digest}", {"Authorization": auth} if auth else {})
+    if status != 200 or _sha256(config_body) != config_digest:
+        raise PodError(
+            f'failed to pull and unpack image "{image}": config {config_digest}: status {status} or digest mismatch'
+        )
+    return f"{host}/{path}@{manifest_digest}"
+
+
 def claims(pod: dict, image_map: dict) -> bool:
     """This runner owns the pod: not a mirror pod, and some container's image is mapped at its tag
     (kwok's NotIn skips a pod when any container's image reference is in the map)."""
@@ -1177,6 +1297,9 @@ class Container:
     # What an exec probe runs with: the container's environment and file system view.
     exec_env: dict = dataclasses.field(default_factory=dict)
     exec_mounts: tuple = ()
+    image_id: str = ""  # host/path@digest of a pulled image
+    pull_backoff: float = 0.0  # kubelet's image pull back-off (10 s doubling to 300 s)
+    next_pull: float = 0.0
 
     @property
     def name(self) -> str:
@@ -1364,6 +1487,9 @@ class ApiPods:
         self.node_ip = node_ip
         self.image_map_file = image_map_file
         self.log_dir = log_dir
+        # The node's pulled images: reference -> (image ID, the credentials that pulled it: hashes, "" for
+        # none). Images the node was given (the image map's public references) are preloaded.
+        self.pulled: dict[str, tuple[str, set[str]]] = {}
         self.pods: dict[str, ApiPod] = {}
         self.next_list = 0.0
         self.kubernetes: tuple[str, str] | None = None  # the kubernetes Service's address, once read
@@ -1502,6 +1628,65 @@ class ApiPods:
                 return False
         return True
 
+    def _pulled(self, pod: ApiPod, container: Container, now: float) -> bool:
+        """kubelet's EnsureImageExists for an image the node pulls from a registry. A present image is
+        used without a pull (policy IfNotPresent) only by a pod that may: 1.36's kubelet verifies
+        pull credentials (KubeletEnsureSecretPulledImages, on by default since 1.35, policy
+        NeverVerifyPreloadedImages), so an image pulled with credentials serves a pod that holds the
+        same credentials, or one the registry accepts when kubelet pulls again with the pod's own; an
+        image pulled without credentials serves every pod. A failed pull is ErrImagePull, then
+        ImagePullBackOff until the back-off (10 s doubling to 300 s) ends."""
+        image = str(container.spec.get("image", ""))
+        if now < container.next_pull:  # after a failed pull
+            container.waiting_reason, container.waiting_message = (
+                "ImagePullBackOff",
+                f'Back-off pulling image "{image}"',
+            )
+            return False
+        policy = container.spec.get("imagePullPolicy") or ("Always" if image_tag(image) == "latest" else "IfNotPresent")
+        credentials = docker_credentials(self._pull_secrets(pod), image_host(image))
+        held = {hashlib.sha256(":".join(c).encode()).hexdigest() for c in credentials}
+        present = self.pulled.get(image)
+        if policy != "Always" and present and ("" in present[1] or held & present[1]):
+            container.image_id = present[0]
+            return True
+        if policy == "Never":
+            container.waiting_reason = "ErrImageNeverPull"
+            container.waiting_message = f'Container image "{image}" is not present with pull policy of Never'
+            return False
+        try:
+            container.image_id = pull_image(image, credentials, open_registry)
+        except PodError as exc:
+            container.pull_backoff = min(container.pull_backoff * 2, PULL_BACKOFF_MAX) or PULL_BACKOFF_INITIAL
+            container.next_pull = now + container.pull_backoff
+            container.waiting_reason, container.waiting_message = "ErrImagePull", str(exc)
+            log(f'{pod.key}/{container.name}: Failed to pull image "{image}": {exc}')
+            return False
+        _old_id, pulled_with = self.pulled.get(image, ("", set()))
+        self.pulled[image] = (container.image_id, pulled_with | (held or {""}))
+        log(f"{pod.key}/{container.name}: pulled {image} ({container.image_id})")
+        return True
+
+    def _pull_secrets(self, pod: ApiPod) -> list[dict[str, bytes]]:
+        """The data of the pod's imagePullSecrets kubelet can read (a missing one is warned about and
+        the pull goes on with the others, as kubelet's does)."""
+        found = []
+        namespace = pod.pod["metadata"]["namespace"]
+        for ref in (pod.pod.get("spec") or {}).get("imagePullSecrets") or []:
+            try:
+                data = self.api.object_data("Secret", namespace, ref.get("name", ""), True)
+            except (PodError, RuntimeError):
+                data = None
+            if data is None:
+                missing = ref.get("name")
+                log(
+                    f"{pod.key}: Unable to retrieve some image pull secrets ({missing}); "
+                    "attempting to pull the image may not succeed."
+                )
+                continue
+            found.append(data)
+        return found
+
     def _fs_group(self, pod: ApiPod) -> int | None:
         group = ((pod.pod.get("spec") or {}).get("securityContext") or {}).get("fsGroup")
         return int(group) if group is not None else None
@@ -1515,6 +1700,8 @@ class ApiPods:
             )
             return
         if container.finished is not None:
+            return
+        if container.image.get("pull") and not container.image_id and not self._pulled(pod, container, now):
             return
         if container.process is not None:
             code = container.process.poll()
@@ -1697,7 +1884,7 @@ class ApiPods:
         entry = {
             "name": container.name,
             "image": container.spec.get("image", ""),
-            "imageID": "",
+            "imageID": container.image_id,
             "containerID": f"lab://{container.process.pid}" if container.running() else "",
             # kubelet: an init container is ready once it has ended successfully
             "ready": container.succeeded() if init else container.ready(),

@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 
+import yaml
+
 
 def wait_until(check, timeout: float, what: str, interval: float = 0.5):
     """``check()``'s first truthy value within ``timeout`` seconds, else an AssertionError naming
@@ -199,6 +201,23 @@ kind: KubeSchedulerConfiguration
 clientConnection:
   kubeconfig: /etc/kubernetes/scheduler.conf
 """ + tas_extenders_block()
+
+
+def role_defaults(path: pathlib.Path, **site) -> dict:
+    """A role's ``defaults/main.yml`` as a site without overrides sees it: the image repositories,
+    whose registry host is ``poweraware_image_registry``'s when set (``default('quay.io', true)``),
+    and the pull secrets are rendered with ``site``'s values (none by default); the rest as written."""
+    import jinja2
+
+    values = yaml.safe_load(path.read_text()) or {}
+    env = jinja2.Environment(autoescape=False)  # noqa: S701 - YAML values, not HTML
+    for name, value in values.items():
+        if isinstance(value, str) and (
+            "poweraware_image_registry" in value or "poweraware_image_pull_secrets" in value
+        ):
+            rendered = env.from_string(value).render(**site)
+            values[name] = yaml.safe_load(rendered) if name.endswith("_pull_secrets") else rendered
+    return values
 
 
 def documented_images(repo: pathlib.Path | None = None) -> dict[str, tuple[str, str]]:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.poweraware.k8s.plugins.module_utils._image import image_reference as _reference
+from ansible_collections.poweraware.k8s.plugins.module_utils._image import pull_secret_names
 
 
 def image_reference(repository, tag, digest, variable):
@@ -26,8 +27,20 @@ def image_reference(repository, tag, digest, variable):
         raise AnsibleFilterError(f"Nothing was changed: {err}") from None
 
 
+def image_pull_secrets(value, variable):
+    """The Secret names a pod's ``imagePullSecrets`` lists (see ``_image.pull_secret_names``)."""
+    if not isinstance(variable, str) or not variable:
+        raise AnsibleFilterError(
+            "image_pull_secrets: variable must name the role's variable, such as collectd_image_pull_secrets"
+        )
+    try:
+        return pull_secret_names(value, variable)
+    except ValueError as err:
+        raise AnsibleFilterError(f"Nothing was changed: {err}") from None
+
+
 class FilterModule:
-    """Container image references."""
+    """Container image references and the Secrets that pull them."""
 
     def filters(self) -> dict[str, Callable]:
-        return {"image_reference": image_reference}
+        return {"image_reference": image_reference, "image_pull_secrets": image_pull_secrets}

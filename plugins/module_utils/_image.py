@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["image_reference", "reference_errors"]
+from ._k8s_names import is_dns1123_subdomain
+
+__all__ = ["image_reference", "pull_secret_names", "reference_errors"]
 
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _HOST = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?)"
@@ -75,3 +77,33 @@ def image_reference(repository, tag, digest, variable):
     if errors:
         raise ValueError("; ".join(errors))
     return f"{repository}:{tag}@{digest}" if digest else f"{repository}:{tag}"
+
+
+def pull_secret_names(value, variable):
+    """The Secret names of ``variable`` (``collectd_image_pull_secrets``) for a pod's
+    ``imagePullSecrets``: a list, or the comma-separated string ``-e`` gives (``-e
+    poweraware_image_pull_secrets=mirror,backup``), each a DNS-1123 subdomain, in order, without
+    repeats. ValueError listing every problem, naming the variable, the value and the fix."""
+    if value in (None, ""):
+        return []
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",")]
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(
+            f"{variable}={value!r} is not a list of Secret names: write a YAML list such as [registry-mirror], "
+            "or names separated by commas"
+        )
+    errors, names = [], []
+    for name in value:
+        if isinstance(name, dict) and set(name) == {"name"}:
+            name = name["name"]  # the pod spec's own form, {name: ...}
+        if not is_dns1123_subdomain(name):
+            errors.append(
+                f"{variable} item {name!r} is not a Secret name: lowercase letters, digits, '-' and '.', starting and "
+                "ending with a letter or digit, up to 253 characters"
+            )
+        elif name not in names:
+            names.append(name)
+    if errors:
+        raise ValueError("; ".join(errors))
+    return names

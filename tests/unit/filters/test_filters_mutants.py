@@ -90,7 +90,7 @@ def raises(call, message):
         ),
         (f_cpu, {"cpu_power_plan": "cpu_power_plan"}),
         (f_desched, {"descheduler_plan": "descheduler_plan"}),
-        (f_image, {"image_reference": "image_reference"}),
+        (f_image, {"image_reference": "image_reference", "image_pull_secrets": "image_pull_secrets"}),
         (f_tol, {"node_tolerations": "node_tolerations"}),
         (f_peaks, {"peaks_plan": "peaks_plan"}),
         (f_psa, {"pod_security_labels": "pod_security_labels"}),

@@ -4,6 +4,9 @@ ENTRYPOINT/command/args rules, listen flags, volume items and paths resolved ins
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import os
 import pathlib
 import shutil
@@ -14,6 +17,7 @@ import tempfile
 import pytest
 import yaml
 from ansible_collections.poweraware.k8s.plugins.module_utils._descheduler import release_for
+from poweraware_testing import role_defaults
 
 from lab import assets, images, kubelet_pods
 from lab.components import kwok
@@ -242,7 +246,7 @@ def test_every_mapped_image_is_a_roles_default_image_at_its_default_tag():
     roles = pathlib.Path(__file__).resolve().parents[3] / "roles"
     defaults = {}
     for path in roles.glob("*/defaults/main.yml"):
-        defaults.update(yaml.safe_load(path.read_text()) or {})
+        defaults.update(role_defaults(path))
     # an empty default tag is chosen per cluster (the descheduler's follows the Kubernetes minor): the
     # lab's Kubernetes decides it
     lab_minor = assets.kubernetes_version()
@@ -525,3 +529,87 @@ def test_on_root_mismatch_skips_the_walk_when_the_root_is_already_the_groups():
         assert stat.S_IMODE((root / "f").stat().st_mode) == 0o600
         kubelet_pods.set_volume_ownership(root, group, None)
         assert stat.S_IMODE((root / "f").stat().st_mode) == 0o660
+
+
+class FakeRegistry:
+    """A registry's GET answers: manifests by tag and digest, blobs by digest, basic auth."""
+
+    def __init__(self, user="lab-mirror", password="s3cret"):  # noqa: S107 - a test registry's
+        self.auth = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+        config = b'{"config":{"Entrypoint":["prometheus"]}}'
+        self.config_digest = "sha256:" + hashlib.sha256(config).hexdigest()
+        self.manifest = json.dumps({"schemaVersion": 2, "config": {"digest": self.config_digest}}).encode()
+        self.digest = "sha256:" + hashlib.sha256(self.manifest).hexdigest()
+        base = "https://10.0.1.5:5000/v2/prometheus/prometheus"
+        self.objects = {
+            f"{base}/manifests/v2.53.2": self.manifest,
+            f"{base}/manifests/{self.digest}": self.manifest,
+            f"{base}/blobs/{self.config_digest}": config,
+        }
+        self.asked = []
+
+    def __call__(self, url, headers):
+        self.asked.append((url, headers.get("Authorization")))
+        if headers.get("Authorization") != self.auth:
+            return 401, b"", {"WWW-Authenticate": 'Basic realm="mirror"'}
+        body = self.objects.get(url)
+        return (200, body, {}) if body is not None else (404, b"", {})
+
+
+def dockerconfig(host="10.0.1.5:5000", user="lab-mirror", password="s3cret", key=None):  # noqa: S107 - test data
+    auth = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return {".dockerconfigjson": json.dumps({"auths": {key or host: {"auth": auth}}}).encode()}
+
+
+def test_a_pull_authenticates_with_the_pods_secret_and_checks_the_digest():
+    """The lab runtime's PullImage: the pod's dockerconfigjson credentials for the host (a key with
+    a scheme and a path matches too), the manifest by the pinned digest, the config blob's digest
+    checked; the image ID is host/path@digest."""
+    registry = FakeRegistry()
+    image = "10.0.1.5:5000/prometheus/prometheus:v2.53.2"
+    creds = kubelet_pods.docker_credentials([dockerconfig(key="https://10.0.1.5:5000/v1/")], "10.0.1.5:5000")
+    assert creds == [("lab-mirror", "s3cret")]
+    assert kubelet_pods.pull_image(image, creds, registry) == f"10.0.1.5:5000/prometheus/prometheus@{registry.digest}"
+    pinned = f"{image}@{registry.digest}"
+    assert kubelet_pods.pull_image(pinned, creds, registry).endswith(registry.digest)
+    assert registry.asked[-2][0].endswith(f"/manifests/{registry.digest}")  # by digest, not by tag
+    assert kubelet_pods.docker_credentials([dockerconfig(host="quay.io")], "10.0.1.5:5000") == []
+
+
+@pytest.mark.parametrize(
+    ("image", "secrets", "message"),
+    [
+        ("10.0.1.5:5000/prometheus/prometheus:v2.53.2", [], "401 Unauthorized"),
+        ("10.0.1.5:5000/prometheus/prometheus:v2.53.2", [dockerconfig(password="wrong")], "401 Unauthorized"),
+        ("10.0.1.5:5000/prometheus/prometheus:v9", [dockerconfig()], "prometheus:v9: not found"),
+        ("10.0.1.5:5000/prometheus/prometheus:v2.53.2@sha256:" + "0" * 64, [dockerconfig()], "not found"),
+    ],
+)
+def test_a_pull_that_cannot_succeed_says_why_in_containerds_words(image, secrets, message):
+    registry = FakeRegistry()
+    creds = kubelet_pods.docker_credentials(secrets, "10.0.1.5:5000")
+    with pytest.raises(kubelet_pods.PodError, match=message) as err:
+        kubelet_pods.pull_image(image, creds, registry)
+    assert str(err.value).startswith(f'failed to pull and unpack image "{image}"')
+
+
+def test_a_manifest_whose_bytes_do_not_match_the_pinned_digest_is_refused():
+    registry = FakeRegistry()
+    other = "sha256:" + "1" * 64
+    registry.objects[f"https://10.0.1.5:5000/v2/prometheus/prometheus/manifests/{other}"] = registry.manifest
+    with pytest.raises(kubelet_pods.PodError, match="does not match"):
+        kubelet_pods.pull_image(
+            f"10.0.1.5:5000/prometheus/prometheus:v2.53.2@{other}", [("lab-mirror", "s3cret")], registry
+        )
+
+
+def test_the_lab_image_map_holds_the_mirrors_references_to_pull():
+    """Every image a role deploys is in the mirror under its path without the public host, and the
+    kwok stages leave those pods to the lab's kubelet too."""
+    mapped = images.image_map()
+    mirror = "10.0.1.5:5000/prometheus/prometheus:v2.53.2"
+    assert mapped[mirror]["pull"] is True and "pull" not in mapped["quay.io/prometheus/prometheus:v2.53.2"]
+    assert mapped[mirror]["entrypoint"] == mapped["quay.io/prometheus/prometheus:v2.53.2"]["entrypoint"]
+    assert "10.0.1.5:5000/library/python:3.12.14-slim-bookworm" in mapped
+    assert mirror in images.kwok_selector()["values"]
+    assert kubelet_pods.image_host(mirror) == "10.0.1.5:5000" and kubelet_pods.image_host("alpine:3") == "docker.io"

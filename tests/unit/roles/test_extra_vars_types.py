@@ -172,9 +172,11 @@ def base_variables(role_dir: pathlib.Path) -> dict:
     variables.update(_load(role_dir / "defaults" / "main.yml") or {})
     variables.update(_load(role_dir / "vars" / "main.yml") or {})
     variables.update(STUBS.get(role_dir.name, {}))
-    for name in list(variables):  # set by the role's first task (filter image_reference)
+    for name in list(variables):  # set by the role's first task (filters image_reference, image_pull_secrets)
         if name.startswith(f"{role_dir.name}_") and name.endswith("_image"):
             variables.setdefault(f"_{name}_reference", "registry.example/image:v1")
+        if name.startswith(f"{role_dir.name}_") and name.endswith("_image_pull_secrets"):
+            variables.setdefault(f"_{name}", ["registry-mirror"])
     variables.update({"ansible_check_mode": False, "inventory_hostname": "worker-1", "poweraware_node_root": "/"})
     return variables
 

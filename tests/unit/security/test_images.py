@@ -14,7 +14,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.poweraware.k8s.plugins.filter.image_reference import FilterModule
 from ansible_collections.poweraware.k8s.plugins.module_utils._descheduler import RELEASES
 from ansible_collections.poweraware.k8s.plugins.module_utils._image import image_reference, reference_errors
-from poweraware_testing import documented_images
+from poweraware_testing import documented_images, role_defaults
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 reference = FilterModule().filters()["image_reference"]
@@ -25,9 +25,13 @@ def role_images() -> dict[str, dict]:
     images = {}
     for defaults in sorted(REPO.glob("roles/*/defaults/main.yml")):
         role = defaults.parts[-3]
-        values = yaml.safe_load(defaults.read_text()) or {}
+        values = role_defaults(defaults)
         if f"{role}_image" in values:
-            images[role] = {k[len(role) + 1 :]: v for k, v in values.items() if k.startswith(f"{role}_image")}
+            images[role] = {
+                k[len(role) + 1 :]: v
+                for k, v in values.items()
+                if k.startswith(f"{role}_image") and not k.endswith("_pull_secrets")
+            }
     return images
 
 
@@ -187,3 +191,44 @@ def test_the_messages_in_full_joined_in_order():
         "x_image_digest='sha256:abc' is not a digest: write 'sha256:' and the 64 lowercase hex digits the registry "
         "reports for the tag (the image index for multi-architecture images), or leave it empty to run the tag alone"
     )
+
+
+pull_secrets = FilterModule().filters()["image_pull_secrets"]
+
+
+def test_pull_secrets_from_yaml_and_from_e_are_the_same_names():
+    """A YAML list, the comma-separated string -e gives and the pod spec's {name: ...} form give the
+    same imagePullSecrets; empty or null gives none; a repeat is dropped."""
+    assert pull_secrets(["mirror", "backup"], "x") == ["mirror", "backup"]
+    assert pull_secrets("mirror, backup,mirror", "x") == ["mirror", "backup"]
+    assert pull_secrets([{"name": "mirror"}], "x") == ["mirror"]
+    assert pull_secrets("", "x") == pull_secrets(None, "x") == pull_secrets([], "x") == []
+
+
+def test_bad_pull_secret_names_are_all_named_before_anything_changes():
+    with pytest.raises(AnsibleFilterError) as err:
+        pull_secrets(["Mirror", "ok", "-bad"], "collectd_image_pull_secrets")
+    message = str(err.value)
+    assert message.startswith("Nothing was changed: collectd_image_pull_secrets item 'Mirror' is not a Secret name")
+    assert "item '-bad'" in message and "'ok'" not in message
+    with pytest.raises(AnsibleFilterError, match="is not a list of Secret names"):
+        pull_secrets({"mirror": 1}, "tas_image_pull_secrets")
+
+
+def test_every_role_that_deploys_pods_lists_its_pull_secrets_and_the_site_default_reaches_them():
+    """Each pod template writes imagePullSecrets from its role's variable, which follows the
+    site-wide poweraware_image_pull_secrets; a registry override moves every default image."""
+    for role, values in role_images().items():
+        defaults = role_defaults(
+            REPO / "roles" / role / "defaults" / "main.yml", poweraware_image_registry="mirror:5000"
+        )
+        assert defaults[f"{role}_image"].startswith("mirror:5000/"), role
+        assert defaults[f"{role}_image"].split("/", 1)[1] == values["image"].split("/", 1)[1], role
+        if role == "power_extender":
+            continue  # a static pod cannot reference a Secret: the node's runtime holds the credentials
+        site = role_defaults(REPO / "roles" / role / "defaults" / "main.yml", poweraware_image_pull_secrets=["m"])
+        assert site[f"{role}_image_pull_secrets"] == ["m"], role
+        for template in (REPO / "roles" / role / "templates").glob("*.j2"):
+            text = template.read_text()
+            if "\n      containers:" in text:
+                assert f"{{% for name in _{role}_image_pull_secrets %}}" in text, template

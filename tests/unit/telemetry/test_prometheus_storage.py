@@ -10,6 +10,7 @@ import jinja2
 import pytest
 import yaml
 from ansible_collections.poweraware.k8s.plugins.filter.prometheus_storage_errors import prometheus_storage_errors
+from poweraware_testing import role_defaults
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 ROLE = ROOT / "roles" / "prometheus"
@@ -36,12 +37,13 @@ def test_every_problem_is_named_at_once_with_its_fix():
 
 
 def render(**overrides):
-    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    defaults = role_defaults(ROLE / "defaults" / "main.yml")
     values = {
         **defaults,
         **yaml.safe_load((ROLE / "vars" / "main.yml").read_text()),
         "_prometheus_image_reference": "quay.io/prometheus/prometheus:v2.53.2",
         "_prometheus_reloader_image_reference": "quay.io/prometheus-operator/prometheus-config-reloader:v0.85.0",
+        "_prometheus_image_pull_secrets": [],
         **overrides,
     }
     loader = jinja2.FileSystemLoader(ROLE / "templates")
