@@ -586,13 +586,18 @@ def test_kubectl_exec_attach_and_port_forward_reach_the_container(lab, apis, nam
         with urllib.request.urlopen(f"http://127.0.0.1:{local}/hi.txt", timeout=30) as response:  # noqa: S310
             served = response.read().decode()
         assert served == "pod-says-hi\n"
-        # attach shows what the container writes from now on: http.server's line for that request
+        # attach shows what the container writes from the moment it is attached: http.server's line
+        # for a request made after that. kubectl attach says nothing when it is attached, so the
+        # request is made again each second until its line comes through.
         attached = ""
         deadline = time.monotonic() + 30
         while "GET /hi.txt" not in attached and time.monotonic() < deadline:
             ready = select.select([attach.stdout], [], [], 1)[0]
             if ready:
                 attached += attach.stdout.readline()
+            else:
+                with urllib.request.urlopen(f"http://127.0.0.1:{local}/hi.txt", timeout=30) as response:  # noqa: S310
+                    response.read()
         assert "GET /hi.txt" in attached, attached
     finally:
         for process in (attach, forward):
