@@ -142,6 +142,10 @@ class LabHandle:
             )
         except ApiException:
             return {}
+        # the client's call_api returns every answer, errors included (a Status, e.g. 404 while
+        # the adapter has not listed the series yet): only a 200 is a MetricValueList
+        if response.status != 200:
+            return {}
         items = json.loads(response.read() or response.data)["items"]
         return {item["describedObject"]["name"]: _quantity(item["value"]) for item in items}
 

@@ -359,6 +359,7 @@ def test_adapter_runs_for_real_behind_the_aggregator(lab, converged):
         api_client.configuration.host + "/apis/custom.metrics.k8s.io/v1beta1",
         header_params={"Accept": "application/json"},
     )
+    assert response.status == 200, (response.status, response.data[:500])
     discovery = json.loads(response.read() or response.data)
     assert discovery["kind"] == "APIResourceList" and discovery["groupVersion"] == "custom.metrics.k8s.io/v1beta1"
     print(
@@ -490,8 +491,14 @@ def test_the_power_demos_series_beside_ours_in_the_stacks_prometheus(lab, conver
     # the demo's rule as the demo ships it: a value only where a node has exactly two packages, ours
     demo_rule = yaml.safe_load(DEMO_RULES.read_text())["groups"][0]["rules"][0]
     demo = {r["metric"]["node"]: float(r["value"][1]) for r in lab.prometheus_query(demo_rule["expr"])}
-    ours_avg = {r["metric"]["node"]: float(r["value"][1]) for r in lab.prometheus_query("node_package_power_avg")}
-    assert sorted(ours_avg) == every, ours_avg
+
+    def ours_avg_of_every_node():
+        # the rule's output lags the scrapes by up to one evaluation interval: on a Prometheus that
+        # has just started, a node scraped after the last evaluation has no recorded value yet
+        found = {r["metric"]["node"]: float(r["value"][1]) for r in lab.prometheus_query("node_package_power_avg")}
+        return sorted(found) == every and found
+
+    ours_avg = wait_until(ours_avg_of_every_node, 90, "node_package_power_avg recorded for every node")
     assert sorted(demo) == [node for node in every if len(packages[node]) == 2], (demo, packages)
     for node, value in demo.items():
         assert value == pytest.approx(ours_avg[node], rel=0.05), (node, value, ours_avg[node])
