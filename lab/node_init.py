@@ -204,6 +204,9 @@ def set_up_identity(cfg):
         wants = pathlib.Path("/etc/systemd/system/multi-user.target.wants")
         for entry in wants.iterdir() if wants.is_dir() else []:
             entry.unlink()
+        # and a node with nothing enabled has no .wants directory: systemctl removes one it empties
+        if wants.is_dir():
+            wants.rmdir()
         first_boot.write_text(f"{name}\n")
 
     ssh = pathlib.Path("/etc/ssh")

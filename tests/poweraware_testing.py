@@ -206,14 +206,17 @@ clientConnection:
 def role_defaults(path: pathlib.Path, **site) -> dict:
     """A role's ``defaults/main.yml`` as a site without overrides sees it: the image repositories,
     whose registry host is ``poweraware_image_registry``'s when set (``default('quay.io', true)``),
-    and the pull secrets are rendered with ``site``'s values (none by default); the rest as written."""
+    the pull secrets and the state (``poweraware_state``) are rendered with ``site``'s values (none
+    by default); the rest as written."""
     import jinja2
 
     values = yaml.safe_load(path.read_text()) or {}
     env = jinja2.Environment(autoescape=False)  # noqa: S701 - YAML values, not HTML
     for name, value in values.items():
         if isinstance(value, str) and (
-            "poweraware_image_registry" in value or "poweraware_image_pull_secrets" in value
+            "poweraware_image_registry" in value
+            or "poweraware_image_pull_secrets" in value
+            or "poweraware_state" in value
         ):
             rendered = env.from_string(value).render(**site)
             values[name] = yaml.safe_load(rendered) if name.endswith("_pull_secrets") else rendered

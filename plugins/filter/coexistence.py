@@ -1,7 +1,7 @@
 # Copyright: poweraware.k8s contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The poweraware.k8s.coexistence, scheduler_config_path and scheduler_extender_coexistence filters; documentation
-in coexistence.yml, scheduler_config_path.yml and scheduler_extender_coexistence.yml beside this file."""
+"""The poweraware.k8s.coexistence, scheduler_config_path, scheduler_extender_coexistence, removal_plan and
+namespace_removal_plan filters; documentation in the .yml file of each name beside this file."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ from ansible_collections.poweraware.k8s.plugins.module_utils._coexistence import
     CoexistenceError,
     decide,
     extender_coexistence,
+    namespace_queries,
+    namespace_removal,
+    removal,
     scheduler_config_path,
 )
 
@@ -54,6 +57,24 @@ def scheduler_extender_coexistence(
         raise AnsibleFilterError(f"scheduler_extender_coexistence: {exc}") from None
 
 
+def removal_plan(objects, found=None):
+    """What a role's removal reads and removes (see ``removal``)."""
+    try:
+        return removal(objects, found)
+    except CoexistenceError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
+def namespace_removal_plan(namespace, found=None):
+    """Whether a role's namespace is deleted (see ``namespace_removal``); without ``found`` the queries."""
+    try:
+        if found is None:
+            return {"queries": namespace_queries(str(namespace))}
+        return {"queries": namespace_queries(str(namespace)), **namespace_removal(str(namespace), found)}
+    except CoexistenceError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
 class FilterModule:
     """Decisions about installations the collection did not make."""
 
@@ -62,4 +83,6 @@ class FilterModule:
             "coexistence": coexistence,
             "scheduler_config_path": scheduler_config_path_filter,
             "scheduler_extender_coexistence": scheduler_extender_coexistence,
+            "removal_plan": removal_plan,
+            "namespace_removal_plan": namespace_removal_plan,
         }

@@ -15,6 +15,10 @@ something that is not ours is already there:
 - ``adopt``: use what exists; the role does not deploy its own and says so in one line.
 
 "Ours" is what the collection's templates label ``app.kubernetes.io/managed-by: poweraware.k8s``.
+
+Removal (``<role>_state: absent``) goes by the same idea of ours, widened to what the collection's
+field managers (``poweraware``, ``poweraware-...``) wrote: ``removal`` keeps anything else that
+carries one of a role's names (``removal_plan`` filter).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -29,6 +33,8 @@ from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_manif
 CHOICES = ("fail", "adopt")
 OUR_MANAGER_LABEL = "app.kubernetes.io/managed-by"
 OUR_MANAGER = "poweraware.k8s"
+# The field managers of the collection's server-side applies: poweraware, poweraware-power-models
+OUR_FIELD_MANAGER = "poweraware"
 SCHEDULER_VARIABLE = "scheduler_extender_existing"
 
 # component -> (variable that chooses, what it is, what "adopt" leaves out)
@@ -88,6 +94,136 @@ def object_name(obj):
 def is_ours(obj):
     labels = _meta(obj).get("labels") or {}
     return labels.get(OUR_MANAGER_LABEL) == OUR_MANAGER
+
+
+def applied_by_us(obj):
+    """Labelled ours, or written by one of the collection's field managers (server-side apply)."""
+    if is_ours(obj):
+        return True
+    entries = _meta(obj).get("managedFields") or []
+    return any(
+        isinstance(entry, dict) and str(entry.get("manager") or "").startswith(OUR_FIELD_MANAGER) for entry in entries
+    )
+
+
+def _removal_key(index):
+    return f"object_{index}"
+
+
+def removal(objects, found=None):
+    """A role's removal: ``objects`` are its objects in removal order, each ``{apiVersion, kind,
+    metadata: {name, namespace}}`` (namespace for namespaced kinds). Returns ``queries`` for
+    ``k8s_info_many`` (one per object) and, once ``found`` (that module's ``resources``) is given,
+    ``remove`` (the objects that exist and are ours, in order, as definitions to delete) and ``kept``
+    (one line per object of that name that is not ours, which stays)."""
+    if not isinstance(objects, list):
+        raise CoexistenceError(f"removal: expected a list of objects, not {type(objects).__name__}")
+    problems, queries = [], {}
+    for index, obj in enumerate(objects):
+        meta = _meta(obj)
+        missing = [
+            field
+            for field, value in (
+                ("apiVersion", obj.get("apiVersion") if isinstance(obj, dict) else None),
+                ("kind", obj.get("kind") if isinstance(obj, dict) else None),
+                ("metadata.name", meta.get("name")),
+            )
+            if not isinstance(value, str) or not value
+        ]
+        if missing:
+            problems.append(f"object {index + 1} ({obj!r}) has no {', '.join(missing)}")
+            continue
+        query = {"api_version": obj["apiVersion"], "kind": obj["kind"], "name": meta["name"]}
+        if meta.get("namespace"):
+            query["namespace"] = meta["namespace"]
+        queries[_removal_key(index)] = query
+    if problems:
+        raise CoexistenceError("removal: " + "; ".join(problems))
+    plan = {"queries": queries, "remove": [], "kept": []}
+    if found is None:
+        return plan
+    if not isinstance(found, dict):
+        raise CoexistenceError(f"removal: expected the resources k8s_info_many returned, not {type(found).__name__}")
+    seen = []
+    for index, obj in enumerate(objects):
+        if obj in seen:  # listed twice (two of a role's names that are the same): removed once
+            continue
+        seen.append(obj)
+        for existing in found.get(_removal_key(index)) or []:
+            if applied_by_us(existing):
+                meta = _meta(obj)
+                definition = {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "metadata": {"name": meta["name"]}}
+                if meta.get("namespace"):
+                    definition["metadata"]["namespace"] = meta["namespace"]
+                plan["remove"].append(definition)
+            else:
+                plan["kept"].append(f"{object_name(existing)}: not ours ({managed_by(existing)}), left in place")
+    return plan
+
+
+# What Kubernetes puts in every namespace (kube-controller-manager's root CA publisher and service
+# account controller): a namespace holding only these holds nothing of anyone's.
+NAMESPACE_DEFAULTS = {("ConfigMap", "kube-root-ca.crt"), ("ServiceAccount", "default")}
+# The kinds a namespace is looked into before it is deleted with everything in it
+NAMESPACE_CONTENTS = (
+    ("v1", "Pod"),
+    ("v1", "ConfigMap"),
+    ("v1", "Secret"),
+    ("v1", "ServiceAccount"),
+    ("v1", "Service"),
+    ("v1", "PersistentVolumeClaim"),
+    ("apps/v1", "Deployment"),
+    ("apps/v1", "DaemonSet"),
+    ("apps/v1", "StatefulSet"),
+    ("batch/v1", "Job"),
+    ("batch/v1", "CronJob"),
+    ("rbac.authorization.k8s.io/v1", "Role"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+    ("networking.k8s.io/v1", "NetworkPolicy"),
+)
+
+
+def namespace_queries(namespace):
+    """``k8s_info_many`` queries for a namespace and what it holds (``namespace_removal`` reads them)."""
+    queries = {"namespace": {"api_version": "v1", "kind": "Namespace", "name": namespace}}
+    for api_version, kind in NAMESPACE_CONTENTS:
+        queries[kind] = {"api_version": api_version, "kind": kind, "namespace": namespace}
+    return queries
+
+
+def namespace_removal(namespace, found):
+    """Whether a role's namespace goes once the role's objects are gone: ``{remove, reason}``. It goes
+    when the collection applied it (labelled ``app.kubernetes.io/part-of: poweraware``) and holds
+    nothing but what Kubernetes puts in every namespace; otherwise it stays, and ``reason`` says why
+    (nothing when what is left is another component of the collection, whose removal takes it)."""
+    if not isinstance(found, dict):
+        raise CoexistenceError(f"namespace_removal: expected the resources k8s_info_many returned, not {found!r}")
+    existing = found.get("namespace") or []
+    if not existing:
+        return {"remove": False, "reason": ""}
+    labels = _meta(existing[0]).get("labels") or {}
+    if labels.get("app.kubernetes.io/part-of") != "poweraware":
+        return {"remove": False, "reason": f"namespace {namespace} stays: the collection did not apply it"}
+    held, ours = [], []
+    for _api_version, kind in NAMESPACE_CONTENTS:
+        for obj in found.get(kind) or []:
+            if (obj.get("kind") or kind, _meta(obj).get("name")) in NAMESPACE_DEFAULTS:
+                continue
+            # a pod carries its template's app.kubernetes.io/part-of=poweraware, not the managed-by label
+            labels = _meta(obj).get("labels") or {}
+            mine = applied_by_us(obj) or labels.get("app.kubernetes.io/part-of") == "poweraware"
+            (ours if mine else held).append(f"{obj.get('kind') or kind} {_meta(obj).get('name')}")
+    held.sort()
+    if not held and ours:  # another component of the collection is still there: it removes the namespace
+        return {"remove": False, "reason": ""}
+    if held:
+        shown = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+        return {
+            "remove": False,
+            "reason": f"namespace {namespace} stays: it holds what is not the collection's ({shown}); "
+            f"delete it yourself once those are gone or moved (kubectl delete namespace {namespace})",
+        }
+    return {"remove": True, "reason": ""}
 
 
 def managed_by(obj):

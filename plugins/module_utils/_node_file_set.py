@@ -79,19 +79,27 @@ def _ids(where, entry, user_id, group_id, problems):
     return found
 
 
-def check_file_set(directories, files, absent, user_id, group_id):
+def check_file_set(directories, files, absent, user_id, group_id, absent_when_empty=None):
     """The request as entries to plan, and every problem in it.
 
     ``directories`` and ``files`` are lists of dicts (``path``, ``mode``, ``owner``, ``group``; files
-    also ``content``, text), ``absent`` a list of paths. ``user_id(name)``/``group_id(name)`` give the
-    node's number for a name or a number as text (None when there is none). Returns ``(entries,
-    problems)``; ``entries`` is only meaningful when ``problems`` is empty.
+    also ``content``, text), ``absent`` a list of paths, ``absent_when_empty`` directories removed
+    only when nothing is left in them once the rest of the request is done (deepest first).
+    ``user_id(name)``/``group_id(name)`` give the node's number for a name or a number as text (None
+    when there is none). Returns ``(entries, problems)``; ``entries`` is only meaningful when
+    ``problems`` is empty.
     """
     entries, problems, seen = [], [], {}
-    for field, items in (("directories", directories), ("files", files), ("absent", absent)):
+    kinds = {"directories": "directory", "files": "file", "absent": "absent", "absent_when_empty": "empty"}
+    for field, items in (
+        ("directories", directories),
+        ("files", files),
+        ("absent", absent),
+        ("absent_when_empty", absent_when_empty),
+    ):
         for index, item in enumerate(items or []):
             where = f"{field}[{index}]"
-            if field == "absent":
+            if field in ("absent", "absent_when_empty"):
                 item = {"path": item}
             elif not isinstance(item, dict):
                 problems.append(
@@ -106,7 +114,7 @@ def check_file_set(directories, files, absent, user_id, group_id):
                 path = _SLASHES.sub("/", path)
                 if field != "files" and len(path) > 1:
                     path = path.rstrip("/")
-            problem = _path_problem(f"{where}.path" if field != "absent" else where, path)
+            problem = _path_problem(where if "absent" in field else f"{where}.path", path)
             if problem:
                 problems.append(problem)
                 continue
@@ -114,8 +122,8 @@ def check_file_set(directories, files, absent, user_id, group_id):
                 problems.append(f"{where}: {path} is also {seen[path]}; fix: name each path once")
                 continue
             seen[path] = where
-            entry = {"kind": {"directories": "directory", "files": "file", "absent": "absent"}[field], "path": path}
-            if field == "absent":
+            entry = {"kind": kinds[field], "path": path}
+            if field in ("absent", "absent_when_empty"):
                 if path.count("/") < 2:
                     problems.append(
                         f"{where}={path!r}: a top-level directory is never removed; fix: name the file or the "
@@ -147,10 +155,10 @@ def check_file_set(directories, files, absent, user_id, group_id):
                 else:
                     entry["content"] = content.encode("utf-8")
             entries.append(entry)
-    removed = [e["path"] for e in entries if e["kind"] == "absent"]
+    removed = [e["path"] for e in entries if e["kind"] in ("absent", "empty")]
     for entry in entries:
         for gone in removed:
-            if entry["kind"] != "absent" and entry["path"].startswith(gone + "/"):
+            if entry["kind"] in ("directory", "file") and entry["path"].startswith(gone + "/"):
                 problems.append(
                     f"{entry['path']} is inside {gone}, which is to be removed; fix: keep the path or remove the "
                     "directory, not both"
@@ -204,6 +212,9 @@ class Ops:
     def rmtree(self, path):
         shutil.rmtree(path)
 
+    def listdir(self, path):
+        return os.listdir(path)
+
 
 def _kind(st):
     if st is None:
@@ -249,6 +260,9 @@ def _shown(data):
         return f"({len(data)} bytes, not UTF-8 text: not shown)\n"
 
 
+_GONE_DIFF = {"before": "directory\n", "after": "absent\n"}
+
+
 def plan_file_set(entries, ops):
     """What each entry needs on this node: ``(steps, problems)``.
 
@@ -258,10 +272,20 @@ def plan_file_set(entries, ops):
     are left out. ``problems``: paths of the wrong kind (a file where a directory is asked for, a
     directory or a special file where a file is asked for).
     """
-    steps, problems = [], []
+    steps, problems, gone = [], [], set()
     for entry in entries:
         path, kind = entry["path"], entry["kind"]
+        if kind == "empty":
+            # removed only when what is left in it is what this request removes (files and trees
+            # listed in absent, directories listed here before it)
+            if _kind(ops.lstat(path)) == "directory" and all(
+                os.path.join(path, name) in gone for name in ops.listdir(path)
+            ):
+                steps.append(dict(entry, actions=["remove"], found="directory", diff=_GONE_DIFF))
+                gone.add(path)
+            continue
         if kind == "absent":
+            gone.add(path)
             # the path itself: a link is removed as a link, whatever it points to
             found = _kind(ops.lstat(path))
             if found != "absent":
@@ -309,11 +333,18 @@ def apply_file_set(steps, ops):
     before it is put back, newest first, and ``problems`` lists what could not be.
     """
     undo = []
-    ordered = [s for s in steps if s["kind"] != "absent"] + [s for s in steps if s["kind"] == "absent"]
+    ordered = (
+        [s for s in steps if s["kind"] in ("directory", "file")]
+        + [s for s in steps if s["kind"] == "absent"]
+        + [s for s in steps if s["kind"] == "empty"]
+    )
     current = None
     try:
         for step in ordered:
             current, path = step["path"], step["path"]
+            if step["kind"] == "empty":
+                ops.rmdir(path)  # refused by the kernel when something appeared in it since the plan
+                continue
             if step["kind"] == "absent":
                 if step["found"] == "directory":
                     ops.rmtree(path)

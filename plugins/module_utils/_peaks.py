@@ -29,6 +29,13 @@ plugin's code at v0.33.5 (the same in v0.34.7):
   is refused.
 
 load-watcher serves on port 2020, fixed in its code (``pkg/watcher/watcher.go``), at ``/watcher``.
+
+The scheduler is a kube-scheduler, so Kubernetes' version skew policy holds for it: never newer than
+the kube-apiserver it talks to, and at most one minor older ("kube-scheduler ... may be up to one
+minor version older", https://kubernetes.io/releases/version-skew-policy/). scheduler-plugins'
+minor is the Kubernetes minor it is compiled with (its README, "Compatibility Matrix": ``v0.33.5``
+is built with ``v1.33.5``). ``skew`` refuses a release outside the policy unless the user accepts
+running it unsupported.
 """
 
 from __future__ import annotations
@@ -37,9 +44,10 @@ import json
 import math
 import re
 
+from ansible_collections.poweraware.k8s.plugins.module_utils._k8s_version import VersionError, parse_version
 from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import _finite_number
 
-__all__ = ["API_VERSION", "WATCHER_PORT", "MAX_JUMP_W", "parse_models", "scheduler_configuration", "plan"]
+__all__ = ["API_VERSION", "WATCHER_PORT", "MAX_JUMP_W", "parse_models", "scheduler_configuration", "skew", "plan"]
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 WATCHER_PORT = 2020
@@ -48,6 +56,48 @@ MAX_JUMP_W = 9223.0
 PLUGIN = "Peaks"
 COEFFICIENTS = ("k0", "k1", "k2")
 _URL = re.compile(r"^https?://[^\s/:]+(:\d{1,5})?(/\S*)?$")
+# scheduler-plugins release tags: v0.<Kubernetes minor>.<patch> (one digit patches follow Kubernetes',
+# three digit ones are plugin-only releases on the same client packages)
+_RELEASE_TAG = re.compile(r"^v0\.(\d+)\.(\d+)$")
+# The newest scheduler-plugins release, for the message (its README's compatibility matrix)
+NEWEST_RELEASE = "v0.34.7"
+SKEW_VARIABLE = "peaks_allow_version_skew"
+
+
+def skew(image_tag, server_version, allow=False):
+    """Whether the scheduler-plugins release ``image_tag`` may run beside API servers of
+    ``server_version`` (``v1.36.3``): ``(error, warning)``, each ``""`` when there is none. Outside the
+    skew policy it is an error, or with ``allow`` a warning that says what is unsupported."""
+    tag = _RELEASE_TAG.fullmatch(str(image_tag).strip())
+    try:
+        _major, server_minor, _patch = parse_version(str(server_version))
+    except VersionError as exc:
+        return "", f"the API servers' version is not known ({exc}): the scheduler's version skew is not checked"
+    if not tag:
+        problem = (
+            f"peaks_image_tag {image_tag!r}: not a scheduler-plugins release tag such as v0.33.5, whose minor is "
+            f"the Kubernetes minor it is built with, so its skew against the API servers (1.{server_minor}) "
+            "cannot be checked"
+        )
+        fix = f"give the release tag of your build, or set {SKEW_VARIABLE}: true to run it unchecked"
+        return ("", f"{problem}; running it because {SKEW_VARIABLE} is true") if allow else (f"{problem}: {fix}", "")
+    minor = int(tag.group(1))
+    if server_minor - 1 <= minor <= server_minor:
+        return "", ""
+    relation = "newer than" if minor > server_minor else f"{server_minor - minor} minors older than"
+    problem = (
+        f"peaks_image_tag {image_tag} is the scheduler-plugins kube-scheduler built with Kubernetes 1.{minor}, "
+        f"{relation} the API servers ({server_version}); Kubernetes' version skew policy lets a kube-scheduler be "
+        "at most one minor older than kube-apiserver and never newer"
+    )
+    if allow:
+        return "", f"{problem}. Running it anyway because {SKEW_VARIABLE} is true: unsupported"
+    return (
+        f"{problem}: set peaks_image_tag (and peaks_image_digest) to a release for 1.{server_minor} or "
+        f"1.{server_minor - 1} (the newest scheduler-plugins release is {NEWEST_RELEASE}), or set "
+        f"{SKEW_VARIABLE}: true to run this one unsupported",
+        "",
+    )
 
 
 def parse_models(text, where):
@@ -132,13 +182,29 @@ def scheduler_configuration(models, scheduler_name, watcher_address):
     }
 
 
-def plan(configmap, key, scheduler_name, watcher_address, nodes=None, where="ConfigMap"):
-    """What the peaks role applies: ``{config, models, nodes_without_model, errors}``.
+def plan(
+    configmap,
+    key,
+    scheduler_name,
+    watcher_address,
+    nodes=None,
+    where="ConfigMap",
+    image_tag=None,
+    server_version=None,
+    allow_skew=False,
+):
+    """What the peaks role applies: ``{config, models, nodes_without_model, errors, warnings}``.
 
     ``configmap``: the published ConfigMap (a mapping with ``data``) or None when it does not exist;
-    ``key``: its data key; ``nodes``: the cluster's node names, to report those without a model.
+    ``key``: its data key; ``nodes``: the cluster's node names, to report those without a model;
+    ``image_tag``, ``server_version``: the scheduler's release and the API servers' version, whose skew
+    is checked when both are given (``skew``; ``allow_skew`` turns a refusal into a warning).
     """
-    errors = []
+    errors, warnings = [], []
+    if image_tag is not None and server_version is not None:
+        skew_error, skew_warning = skew(image_tag, server_version, allow_skew)
+        errors += [skew_error] if skew_error else []
+        warnings += [skew_warning] if skew_warning else []
     if not isinstance(scheduler_name, str) or not scheduler_name.strip():
         errors.append("peaks_scheduler_name: empty: pods opt in with this schedulerName; upstream's is Peaks")
     elif scheduler_name == "default-scheduler":
@@ -169,4 +235,4 @@ def plan(configmap, key, scheduler_name, watcher_address, nodes=None, where="Con
             errors += model_errors
     without = sorted(set(nodes or ()) - set(models))
     config = scheduler_configuration(models, scheduler_name, watcher_address) if not errors else {}
-    return {"config": config, "models": models, "nodes_without_model": without, "errors": errors}
+    return {"config": config, "models": models, "nodes_without_model": without, "errors": errors, "warnings": warnings}

@@ -83,6 +83,16 @@ options:
     type: list
     elements: str
     default: []
+  absent_when_empty:
+    description:
+      - Directories removed only when nothing is left in them once the rest of the request is done (what
+        O(absent) removes, and directories of this list named before them). These are the directories a role
+        created for its files, which may hold what is not the role's. Name the deepest first. A directory that
+        holds anything else stays, as does a path that is not a directory. A top-level directory is refused.
+    type: list
+    elements: str
+    default: []
+    version_added: 0.2.0
 extends_documentation_fragment:
   - poweraware.k8s.attributes
 attributes:
@@ -177,6 +187,7 @@ def main():
                 type="list", elements="dict", default=[], options=dict(entry, content=dict(type="str", required=True))
             ),
             absent=dict(type="list", elements="str", default=[]),
+            absent_when_empty=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )
@@ -187,6 +198,7 @@ def main():
         p["absent"],
         _lookup(lambda name: pwd.getpwnam(name).pw_uid),
         _lookup(lambda name: grp.getgrnam(name).gr_gid),
+        p["absent_when_empty"],
     )
     if problems:
         module.fail_json(msg="Nothing was changed: " + "; ".join(problems), problems=problems)

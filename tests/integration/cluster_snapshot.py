@@ -20,18 +20,37 @@ import hashlib
 import json
 import os
 import pathlib
+import stat
 
 # Written by processes of their own while the tests run (logs, kubelet's pod state), or by Ansible
 # itself to reach the node (its remote temporary files): not what a playbook run manages.
 # The lab kubelet's status file carries a timestamp and readiness: compared by what it runs instead.
 KUBELET_STATUS = "var/lib/kubelet/lab-static-pods.json"
-VOLATILE = ("var/log", "var/lib/kubelet/pods", ".ansible", KUBELET_STATUS)
+# The lab kubelet's static pod runner keeps its run state (each pod's resolv.conf) beside the status file.
+VOLATILE = ("var/log", "var/lib/kubelet/pods", "var/lib/kubelet/lab-static-pods", ".ansible", KUBELET_STATUS)
 # Objects whose status or heartbeats move by themselves: compared by identity, not by version.
 MOVING_KINDS = {"Event", "Lease", "Node", "Pod", "Endpoints", "EndpointSlice"}
 # Objects that come and go by themselves on a running stack (a controller's pods, their events,
 # leader-election leases): not compared by identity either.
 TRANSIENT_KINDS = {"Event", "Lease", "Pod", "Endpoints", "EndpointSlice", "ReplicaSet", "ControllerRevision", "Job"}
 OUR_MANAGERS = "poweraware"  # the field managers' prefix (poweraware, poweraware-power-models)
+
+
+def _copied_up(info: os.stat_result, host_path: str) -> bool:
+    """A node's disk is the upper layer of an overlay on the machine's own /etc, /usr, /var ...
+    (lab/node_init.py): a directory there with the same mode and owner as the machine's is one the
+    kernel copied up when something was written below it, which the node sees unchanged."""
+    if not stat.S_ISDIR(info.st_mode):
+        return False
+    try:
+        lower = os.lstat(host_path)
+    except FileNotFoundError:
+        return False
+    return stat.S_ISDIR(lower.st_mode) and (lower.st_mode, lower.st_uid, lower.st_gid) == (
+        info.st_mode,
+        info.st_uid,
+        info.st_gid,
+    )
 
 
 def node_files(lab) -> dict[str, str]:
@@ -50,6 +69,8 @@ def node_files(lab) -> dict[str, str]:
                         info = os.lstat(path)
                         if root == lab.node_sysfs(node) and not info.st_mode & 0o200:
                             continue  # read-only counters move by themselves
+                        if root == lab.node_disk(node) and _copied_up(info, "/" + os.path.relpath(path, root)):
+                            continue  # the node sees the same directory as before it was copied up
                         if os.path.islink(path):
                             data = os.readlink(path).encode()
                         elif os.path.isfile(path):

@@ -334,8 +334,9 @@ def lab() -> LabHandle:
 # their components on it (before other modules change the cluster under it).
 EARLY_MODULES = ("test_bmra_coexistence", "test_site", "test_cluster_stack", "test_telemetry_roles")
 # Modules that run after every other lab test but the teardown: they leave the cluster in a state
-# the others do not expect (the stack pulled from the site mirror), which saves converging it back.
-LATE_MODULES = ("test_air_gapped",)
+# the others do not expect (the stack pulled from the site mirror, then uninstalled), which saves
+# converging it back.
+LATE_MODULES = ("test_air_gapped", "test_uninstall")
 
 
 def _module_name(item) -> str:
@@ -375,7 +376,18 @@ def pytest_runtest_setup(item):
 
 
 @pytest.fixture(scope="session")
-def site(lab, tmp_path_factory):
+def fresh(lab) -> dict:
+    """The lab as nothing of the collection touched it: every node's files and writable sysfs, every
+    API object (cluster_snapshot.py) and kube-scheduler's manifest. Taken by the first test that asks,
+    the fresh dry run or the site converge, which both ask before they run anything; the uninstall
+    (test_uninstall.py) is compared with it."""
+    from cluster_snapshot import api_objects, node_files
+
+    return {"files": node_files(lab), "objects": api_objects(lab), "manifest": lab.scheduler_manifest.read_bytes()}
+
+
+@pytest.fixture(scope="session")
+def site(lab, fresh, tmp_path_factory):
     """site.yml converged, re-run and checked once per session (site_run.py): test_site.py checks the
     runs, test_cluster_stack.py and test_telemetry_roles.py their components on the same converge."""
     from site_run import converge_site

@@ -30,8 +30,8 @@ def leftover_clients(lab) -> dict[str, str]:
     return found
 
 
-def test_dry_run_on_a_new_cluster_plans_everything_and_writes_nothing(lab):
-    files_before, objects_before, pods_before = node_files(lab), api_objects(lab), static_pods(lab)
+def test_dry_run_on_a_new_cluster_plans_everything_and_writes_nothing(lab, fresh):
+    files_before, objects_before, pods_before = fresh["files"], fresh["objects"], static_pods(lab)
     assert not any(o[1] == "Namespace" and o[3] == "telemetry-aware-scheduling" for o in objects_before), (
         "the lab is not new: TAS is already there (this test must run first in the session)"
     )

@@ -915,7 +915,8 @@ def test_a_rotated_tas_ca_restarts_kube_scheduler_and_pods_still_go_through_tas(
 
 
 def test_components_can_be_switched_off(site, lab):
-    """With every switch off, site.yml runs no task at all (nothing changed, nothing failed)."""
+    """With every switch off, site.yml runs no task but its check of poweraware_state on the
+    controller (nothing changed, nothing failed)."""
     off = {
         f"poweraware_enable_{name}": False
         for name in ("node_power", "cluster_stack", "scheduler_extender", "power_models", "peaks")
@@ -925,7 +926,7 @@ def test_components_can_be_switched_off(site, lab):
     assert "ok=" in result.stdout
     oks = sum(h["ok"] for h in result.recap.values())
     gathered = result.stdout.count("TASK [Gathering Facts]")
-    assert oks <= gathered * len(result.recap), result
+    assert oks <= 1 + gathered * len(result.recap), result  # 1: the state check, once
 
 
 def test_molecule_lab_scenario(site, lab):
@@ -1158,6 +1159,28 @@ def _peaks_decides(lab, core, models, capacity, bind):
         if len(expected) == 1:  # load-watcher's figures did not move the best node while Peaks decided
             break
     return node, expected, rows, len(jumps[0]), extra
+
+
+def test_peaks_outside_the_version_skew_policy_is_refused_before_anything_changes(site, api, lab):
+    """The lab's API servers run 1.36 and its Peaks scheduler is scheduler-plugins v0.33.5, built with
+    Kubernetes 1.33: three minors older, where the skew policy allows one. Without
+    peaks_allow_version_skew (given as -e gives it, the text "false") the peaks play stops before it
+    applies anything, naming both versions, the rule and the fixes; the running scheduler is untouched."""
+    apps = api["apps"]
+    before = apps.read_namespaced_deployment("peaks", "kube-system").metadata.resource_version
+    server = api["core"].api_client.call_api("GET", api["core"].api_client.configuration.host + "/version")
+    git_version = json.loads(server.read() or server.data)["gitVersion"]
+    run = run_site(lab, tags=["peaks"], extra_vars={"peaks_allow_version_skew": "false"})
+    assert run.rc != 0 and run.failed == 1, run
+    for part in (
+        "Nothing was changed: peaks_image_tag v0.33.5 is the scheduler-plugins kube-scheduler",
+        "built with Kubernetes 1.33",
+        f"older than the API servers ({git_version})",
+        "peaks_allow_version_skew: true",
+    ):
+        assert part in run.stdout, (part, run.stdout[-3000:])
+    assert apps.read_namespaced_deployment("peaks", "kube-system").metadata.resource_version == before
+    print(f"PROOF peaks skew: v0.33.5 beside {git_version} refused, the scheduler untouched")
 
 
 def test_peaks_places_a_pod_where_the_published_model_predicts_the_smallest_jump(site, api, lab):

@@ -475,7 +475,13 @@ FILTERS = FilterModule().filters()
 
 
 def test_filters_are_registered():
-    assert set(FILTERS) == {"coexistence", "scheduler_config_path", "scheduler_extender_coexistence"}
+    assert set(FILTERS) == {
+        "coexistence",
+        "scheduler_config_path",
+        "scheduler_extender_coexistence",
+        "removal_plan",
+        "namespace_removal_plan",
+    }
 
 
 def test_filters_return_the_decisions():

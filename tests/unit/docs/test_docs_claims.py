@@ -38,14 +38,14 @@ MADE_BY_A_RUN = {"tests/output/", "benchmarks/results/"}
 
 def _specs() -> dict[str, dict]:
     """Every role option; a default that follows a site-wide variable (the image registry, the
-    pull secrets) as a site that sets none sees it, which is what the docs' tables give."""
+    pull secrets, the state) as a site that sets none sees it, which is what the docs' tables give."""
     env = jinja2.Environment(autoescape=False)  # noqa: S701 - YAML values, not HTML
     specs = {}
     for path in ROOT.glob("roles/*/meta/argument_specs.yml"):
         for entry in yaml.safe_load(path.read_text())["argument_specs"].values():
             for name, option in (entry.get("options") or {}).items():
                 default = option.get("default")
-                if isinstance(default, str) and "poweraware_image_" in default:
+                if isinstance(default, str) and "{{ poweraware_" in default:
                     option = {**option, "default": yaml.safe_load(env.from_string(default).render())}
                 specs[name] = option
     return specs

@@ -86,6 +86,8 @@ def raises(call, message):
                 "coexistence": "coexistence",
                 "scheduler_config_path": "scheduler_config_path_filter",
                 "scheduler_extender_coexistence": "scheduler_extender_coexistence",
+                "removal_plan": "removal_plan",
+                "namespace_removal_plan": "namespace_removal_plan",
             },
         ),
         (f_cpu, {"cpu_power_plan": "cpu_power_plan"}),
@@ -471,10 +473,21 @@ def test_peaks_plan_passes_the_first_configmap_and_node_names(stub):
     nodes = [{"metadata": {"name": "n1"}}, "n2", {"kind": "Node"}]
     assert f_peaks.peaks_plan([first, second], 7, "peaks", "http://w:8080", nodes, "ConfigMap x/y") == "result"
     assert f_peaks.peaks_plan([], "models", "peaks", "http://w") == "result"
+    # a tag Ansible read as a number is a tag; "yes" from -e is the boolean it says
+    assert f_peaks.peaks_plan([], "m", "p", "http://w", None, "C", 0.33, "v1.36.3", "yes") == "result"
+    unchecked = {"image_tag": None, "server_version": None, "allow_skew": False}
     assert plan.calls == [
-        ((first, "7", "peaks", "http://w:8080", ["n1", "n2", None], "ConfigMap x/y"), {}),
-        ((None, "models", "peaks", "http://w", [], "ConfigMap"), {}),
+        ((first, "7", "peaks", "http://w:8080", ["n1", "n2", None], "ConfigMap x/y"), unchecked),
+        ((None, "models", "peaks", "http://w", [], "ConfigMap"), unchecked),
+        ((None, "m", "p", "http://w", [], "C"), {"image_tag": "0.33", "server_version": "v1.36.3", "allow_skew": True}),
     ]
+
+
+def test_peaks_plan_refuses_an_allow_skew_that_is_no_boolean():
+    raises(
+        lambda: f_peaks.peaks_plan([], "m", "p", "http://w", allow_skew="maybe"),
+        "peaks_plan: allow_skew must be a boolean, not 'maybe'",
+    )
 
 
 # --- pod_security_labels -------------------------------------------------------------------------

@@ -319,3 +319,63 @@ def test_a_link_to_remove_goes_as_a_link(tmp_path, capsys):
     assert [d["before"] for d in out["diff"]] == ["symbolic link\n", "symbolic link\n"]
     assert not os.path.lexists(tmp_path / "link") and not os.path.lexists(tmp_path / "dangling")
     assert (tmp_path / "target" / "kept").read_text() == "x"
+
+
+def test_directories_go_when_nothing_but_what_the_request_removes_is_left(tmp_path, capsys):
+    """An uninstall's files and the directories made for them: a directory goes when what is left in
+    it is what this request removes (files of absent, directories named before it), deepest first;
+    one that holds anything else stays, and a second run has nothing to do."""
+    (tmp_path / "etc/certs/public").mkdir(parents=True)
+    (tmp_path / "etc/certs/public/ca.crt").write_text("ca\n")
+    (tmp_path / "etc/poweraware/pki/appqos").mkdir(parents=True)
+    (tmp_path / "etc/poweraware/pki/appqos/ca.key").write_text("key\n")
+    (tmp_path / "etc/poweraware/users.conf").write_text("not ours\n")  # keeps /etc/poweraware
+    args = {
+        "absent": [f"{tmp_path}/etc/certs/public/ca.crt", f"{tmp_path}/etc/poweraware/pki/appqos"],
+        "absent_when_empty": [
+            f"{tmp_path}/etc/certs/public",
+            f"{tmp_path}/etc/certs",
+            f"{tmp_path}/etc/poweraware/pki",
+            f"{tmp_path}/etc/poweraware",
+            f"{tmp_path}/var/lib/never-made",
+        ],
+    }
+    dry = run(args, capsys, check=True, diff=True)
+    assert dry["changed"] and (tmp_path / "etc/certs/public/ca.crt").exists()
+    assert dry["changed_paths"] == [
+        f"{tmp_path}/etc/certs/public/ca.crt",
+        f"{tmp_path}/etc/poweraware/pki/appqos",
+        f"{tmp_path}/etc/certs/public",
+        f"{tmp_path}/etc/certs",
+        f"{tmp_path}/etc/poweraware/pki",
+    ]
+    assert dry["diff"][2] == {
+        "before": "directory\n",
+        "after": "absent\n",
+        "before_header": f"{tmp_path}/etc/certs/public",
+        "after_header": f"{tmp_path}/etc/certs/public",
+    }
+    done = run(args, capsys)
+    assert done["changed_paths"] == dry["changed_paths"]
+    assert sorted(os.listdir(tmp_path / "etc")) == ["poweraware"]
+    assert os.listdir(tmp_path / "etc/poweraware") == ["users.conf"]
+    assert run(args, capsys)["changed"] is False
+
+
+def test_a_directory_that_gained_a_file_since_the_plan_is_refused_by_the_kernel(tmp_path, capsys, monkeypatch):
+    (tmp_path / "etc/certs").mkdir(parents=True)
+    real_rmdir = fs.Ops.rmdir
+
+    def someone_writes_first(self, path):
+        pathlib.Path(path, "new.crt").write_text("x\n")
+        real_rmdir(self, path)
+
+    monkeypatch.setattr(fs.Ops, "rmdir", someone_writes_first)
+    failed = run({"absent_when_empty": [f"{tmp_path}/etc/certs"]}, capsys)
+    assert failed["failed"] and f"changing {tmp_path}/etc/certs failed" in failed["msg"]
+    assert (tmp_path / "etc/certs/new.crt").exists()
+
+
+def test_a_top_level_directory_is_never_removed_even_when_empty(capsys):
+    out = run({"absent_when_empty": ["/srv"]}, capsys)
+    assert out["failed"] and "absent_when_empty[0]='/srv': a top-level directory is never removed" in out["msg"]

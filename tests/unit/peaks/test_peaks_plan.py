@@ -206,7 +206,7 @@ WHERE = "ConfigMap kube-system/m key power_model"
 )
 def test_the_messages_in_full(configmaps, name, watcher, errors):
     result = _peaks.plan(configmaps, "power_model", name, watcher, ["n1"], where="ConfigMap kube-system/m")
-    assert result == {"config": {}, "models": {}, "nodes_without_model": ["n1"], "errors": errors}
+    assert result == {"config": {}, "models": {}, "nodes_without_model": ["n1"], "errors": errors, "warnings": []}
 
 
 def test_text_that_is_no_json_is_named_with_the_parser_s_reason():
@@ -260,3 +260,76 @@ def test_a_jump_of_exactly_the_most_peaks_can_hold_is_accepted():
         "ConfigMap key power_model: node 'n': the model's jump from 0 to 100 % is 9224 W, beyond the 9223 W Peaks "
         "can score (it multiplies watts by 1e15 into an int64): refit it"
     ]
+
+
+# Kubernetes' version skew policy: a kube-scheduler is at most one minor older than kube-apiserver and
+# never newer; scheduler-plugins v0.N.x is built with Kubernetes 1.N (its README's compatibility matrix).
+@pytest.mark.parametrize(
+    ("tag", "server", "fits"),
+    [
+        ("v0.33.5", "v1.33.5", True),
+        ("v0.33.5", "v1.34.0", True),  # one minor older: the policy's live-upgrade allowance
+        ("v0.33.800", "v1.34.2-rke2r1", True),  # a plugin-only release; a distribution's version
+        ("v0.33.5", "v1.35.0", False),
+        ("v0.33.5", "v1.36.3", False),
+        ("v0.34.7", "v1.33.1", False),  # newer than the API servers
+    ],
+)
+def test_the_scheduler_release_is_held_to_the_version_skew_policy(tag, server, fits):
+    error, warning = _peaks.skew(tag, server)
+    assert warning == ""
+    assert (error == "") is fits, error
+
+
+def test_outside_the_policy_is_refused_naming_both_versions_the_rule_and_both_fixes():
+    error = _peaks.skew("v0.33.5", "v1.36.3")[0]
+    for part in (
+        "peaks_image_tag v0.33.5",
+        "built with Kubernetes 1.33",
+        "3 minors older than the API servers (v1.36.3)",
+        "at most one minor older than kube-apiserver and never newer",
+        "a release for 1.36 or 1.35",
+        "peaks_allow_version_skew: true",
+    ):
+        assert part in error, part
+    assert "newer than the API servers (v1.33.1)" in _peaks.skew("v0.34.7", "v1.33.1")[0]
+
+
+def test_allowed_outside_the_policy_it_runs_with_a_warning_that_says_unsupported():
+    assert _peaks.skew("v0.33.5", "v1.36.3", allow=True) == (
+        "",
+        "peaks_image_tag v0.33.5 is the scheduler-plugins kube-scheduler built with Kubernetes 1.33, 3 minors older "
+        "than the API servers (v1.36.3); Kubernetes' version skew policy lets a kube-scheduler be at most one minor "
+        "older than kube-apiserver and never newer. Running it anyway because peaks_allow_version_skew is true: "
+        "unsupported",
+    )
+
+
+def test_a_tag_that_is_no_release_cannot_be_checked_and_is_refused_unless_allowed():
+    error, warning = _peaks.skew("latest", "v1.36.3")
+    assert warning == "" and "'latest': not a scheduler-plugins release tag" in error
+    assert "set peaks_allow_version_skew: true to run it unchecked" in error
+    error, warning = _peaks.skew("my-build", "v1.36.3", allow=True)
+    assert error == "" and warning.endswith("running it because peaks_allow_version_skew is true")
+
+
+def test_an_unknown_server_version_is_a_warning_not_a_guess():
+    error, warning = _peaks.skew("v0.33.5", "")
+    assert error == "" and "the scheduler's version skew is not checked" in warning
+
+
+def test_the_plan_carries_the_skew_refusal_with_every_other_problem_and_no_config():
+    refused = _peaks.plan(None, "power_model", "Peaks", WATCHER, image_tag="v0.33.5", server_version="v1.36.3")
+    assert len(refused["errors"]) == 2 and refused["errors"][0].startswith("peaks_image_tag v0.33.5")
+    allowed = _peaks.plan(
+        configmap(MODELS),
+        "power_model",
+        "Peaks",
+        WATCHER,
+        image_tag="v0.33.5",
+        server_version="v1.36.3",
+        allow_skew=True,
+    )
+    assert allowed["errors"] == [] and allowed["config"] and "unsupported" in allowed["warnings"][0]
+    unchecked = _peaks.plan(configmap(MODELS), "power_model", "Peaks", WATCHER)
+    assert unchecked["warnings"] == [] and unchecked["errors"] == []

@@ -10,9 +10,10 @@ import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.poweraware.k8s.plugins.filter.cpu_power_plan import cpu_power_plan
 from ansible_collections.poweraware.k8s.plugins.module_utils._cpu_power_plan import expand_cpus, profile_frequency_mhz
+from poweraware_testing import role_defaults
 
 ROLE = pathlib.Path(__file__).resolve().parents[3] / "roles" / "cpu_power"
-DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+DEFAULTS = role_defaults(ROLE / "defaults" / "main.yml")  # as a site that sets nothing sees them
 SPEC = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
 
 # Two groups of CPUs with their own cpuinfo limits (a hybrid part), CPU 7 offline.

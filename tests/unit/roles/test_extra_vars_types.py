@@ -78,9 +78,14 @@ STUBS: dict[str, dict] = {
         "_prometheus_reloader_image_reference": "quay.io/prometheus-operator/prometheus-config-reloader:v0.85.0",
         "_prometheus_target_namespace": "monitoring",
         "_prometheus_scrape_configs_text": "- job_name: x\n",
+        "_prometheus_ns": "monitoring",
         "_common_api_server": {"egress": [], "ingress_from": [{"ipBlock": {"cidr": "10.0.0.1/32"}}], "errors": []},
     },
-    "prometheus_adapter": {"_prometheus_adapter_checksum": "c0ffee", "_prometheus_adapter_ca_b64": "Q0E="},
+    "prometheus_adapter": {
+        "_prometheus_adapter_checksum": "c0ffee",
+        "_prometheus_adapter_ca_b64": "Q0E=",
+        "_prometheus_adapter_ns": "custom-metrics",
+    },
     "appqos_certs": {"_appqos_certs_conf_file": {"path": "/etc/certs/public/appqos.conf", "content": "{}\n"}},
     "tas": {"_tas_cp_label": "node-role.kubernetes.io/control-plane", "_tas_tls_checksum": "c0ffee"},
     "scheduler_extender": {

@@ -117,9 +117,18 @@ def test_yaml_edit_quotes_a_value_with_a_trailing_newline():
 
 
 # The roles' own assertions, rendered by Ansible's Templar as a run would.
+def _tasks(tasks: list[dict]) -> list[dict]:
+    """Every task, those inside blocks too (a role's deploy tasks sit in a block beside its removal)."""
+    found = []
+    for task in tasks:
+        found.append(task)
+        found += _tasks(task.get("block") or [])
+    return found
+
+
 def _assertion(role: str, task_name: str) -> list[str]:
     tasks = yaml.safe_load((REPO / "roles" / role / "tasks" / "main.yml").read_text("utf-8"))
-    (task,) = [t for t in tasks if t.get("name") == task_name]
+    (task,) = [t for t in _tasks(tasks) if t.get("name") == task_name]
     return task["ansible.builtin.assert"]["that"]
 
 

@@ -1,0 +1,137 @@
+"""What an uninstall deletes: a role's objects that are the collection's, in the role's order, and its
+namespace only when nothing of anyone else is left there (filters removal_plan and
+namespace_removal_plan over module_utils/_coexistence.py)."""
+
+from __future__ import annotations
+
+import pytest
+from ansible.errors import AnsibleFilterError
+from ansible_collections.poweraware.k8s.plugins.filter.coexistence import namespace_removal_plan, removal_plan
+from ansible_collections.poweraware.k8s.plugins.module_utils import _coexistence
+
+DAEMONSET = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "collectd", "namespace": "monitoring"}}
+ROLE = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "poweraware:ksm"}}
+SECRET = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "tls", "namespace": "monitoring"}}
+
+
+def found(obj, labels=None, managers=()):
+    meta = dict(obj["metadata"], labels=labels or {}, uid="u-" + obj["metadata"]["name"])
+    meta["managedFields"] = [{"manager": m, "operation": "Apply"} for m in managers]
+    return {**obj, "metadata": meta}
+
+
+def test_one_query_per_object_by_name_namespaced_or_not():
+    assert removal_plan([DAEMONSET, ROLE]) == {
+        "queries": {
+            "object_0": {"api_version": "apps/v1", "kind": "DaemonSet", "name": "collectd", "namespace": "monitoring"},
+            "object_1": {
+                "api_version": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "name": "poweraware:ksm",
+            },
+        },
+        "remove": [],
+        "kept": [],
+    }
+
+
+def test_ours_by_label_or_by_field_manager_go_in_the_given_order_and_the_rest_stay_named():
+    plan = removal_plan(
+        [DAEMONSET, ROLE, SECRET],
+        {
+            "object_0": [found(DAEMONSET, labels={"app.kubernetes.io/managed-by": "poweraware.k8s"})],
+            # no label (an object a template left unlabelled), but written by our server-side apply
+            "object_1": [found(ROLE, managers=["kube-controller-manager", "poweraware-power-models"])],
+            # another installer's object of the name the role uses
+            "object_2": [found(SECRET, labels={"app.kubernetes.io/managed-by": "Helm"}, managers=["helm"])],
+        },
+    )
+    assert plan["remove"] == [DAEMONSET, ROLE]  # bare definitions, in order
+    assert plan["kept"] == [
+        "Secret monitoring/tls: not ours (app.kubernetes.io/managed-by=Helm; field managers helm), left in place"
+    ]
+
+
+def test_what_is_not_there_or_listed_twice_is_removed_once_or_not_at_all():
+    plan = removal_plan([DAEMONSET, ROLE, DAEMONSET], {"object_0": [found(DAEMONSET, managers=["poweraware"])]})
+    assert plan["remove"] == [DAEMONSET] and plan["kept"] == []
+    # a manager that merely starts like ours is not ours
+    other = removal_plan([ROLE], {"object_0": [found(ROLE, managers=["powerawarectl"])]})
+    assert other["remove"] == [ROLE]  # the prefix is the rule: every manager of ours starts with poweraware
+    assert _coexistence.applied_by_us(found(ROLE, managers=["kubectl"])) is False
+
+
+def test_every_malformed_object_is_named_at_once():
+    with pytest.raises(AnsibleFilterError) as err:
+        removal_plan([{"kind": "Service", "metadata": {"name": "a"}}, {"apiVersion": "v1", "metadata": {}}])
+    assert str(err.value) == (
+        "removal: object 1 ({'kind': 'Service', 'metadata': {'name': 'a'}}) has no apiVersion; "
+        "object 2 ({'apiVersion': 'v1', 'metadata': {}}) has no kind, metadata.name"
+    )
+    with pytest.raises(AnsibleFilterError, match="expected a list of objects, not dict"):
+        removal_plan({})
+    with pytest.raises(AnsibleFilterError, match="expected the resources k8s_info_many returned, not list"):
+        removal_plan([ROLE], [])
+
+
+NS = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "monitoring"}}
+
+
+def contents(**kinds):
+    return {
+        kind: [{"kind": kind, "metadata": {"name": n, "namespace": "monitoring"}} for n in names]
+        for kind, names in kinds.items()
+    }
+
+
+def test_a_namespace_we_applied_with_only_what_kubernetes_puts_everywhere_goes():
+    ours = found(NS, labels={"app.kubernetes.io/part-of": "poweraware"})
+    plan = namespace_removal_plan(
+        "monitoring", {"namespace": [ours], **contents(ConfigMap=["kube-root-ca.crt"], ServiceAccount=["default"])}
+    )
+    assert plan["remove"] is True and plan["reason"] == ""
+    assert set(plan["queries"]) == {"namespace", *(kind for _v, kind in _coexistence.NAMESPACE_CONTENTS)}
+    assert plan["queries"]["Pod"] == {"api_version": "v1", "kind": "Pod", "namespace": "monitoring"}
+
+
+def test_a_namespace_that_holds_anything_else_stays_and_says_what():
+    ours = found(NS, labels={"app.kubernetes.io/part-of": "poweraware"})
+    held = contents(
+        PersistentVolumeClaim=["prometheus-data"], Secret=["a", "b", "c", "d", "e"], ConfigMap=["kube-root-ca.crt"]
+    )
+    plan = namespace_removal_plan("monitoring", {"namespace": [ours], **held})
+    assert plan["remove"] is False
+    assert plan["reason"] == (
+        "namespace monitoring stays: it holds what is not the collection's (PersistentVolumeClaim prometheus-data, "
+        "Secret a, Secret b, Secret c, Secret d and 1 more); delete it yourself once those are gone or moved "
+        "(kubectl delete namespace monitoring)"
+    )
+
+
+def test_a_namespace_the_collection_did_not_apply_or_that_is_gone_stays_as_it_is():
+    theirs = namespace_removal_plan("monitoring", {"namespace": [found(NS)]})
+    assert theirs["remove"] is False and "the collection did not apply it" in theirs["reason"]
+    assert namespace_removal_plan("monitoring", {"namespace": []})["remove"] is False
+    assert namespace_removal_plan("monitoring") == {"queries": _coexistence.namespace_queries("monitoring")}
+    with pytest.raises(AnsibleFilterError, match="expected the resources k8s_info_many returned"):
+        namespace_removal_plan("monitoring", [])
+
+
+def test_a_namespace_another_component_of_ours_still_uses_stays_without_a_word():
+    ours = found(NS, labels={"app.kubernetes.io/part-of": "poweraware"})
+    still = {
+        "namespace": [ours],
+        "DaemonSet": [found({"kind": "DaemonSet", "metadata": {"name": "collectd"}}, managers=["poweraware"])],
+        "Pod": [
+            found(
+                {"kind": "Pod", "metadata": {"name": "collectd-x1"}}, labels={"app.kubernetes.io/part-of": "poweraware"}
+            )
+        ],
+    }
+    assert namespace_removal_plan("monitoring", still) | {"queries": None} == {
+        "queries": None,
+        "remove": False,
+        "reason": "",
+    }
+    mixed = dict(still, Secret=[found({"kind": "Secret", "metadata": {"name": "site-mirror"}})])
+    assert "(Secret site-mirror)" in namespace_removal_plan("monitoring", mixed)["reason"]
