@@ -106,6 +106,41 @@ def applied_by_us(obj):
     )
 
 
+# The kinds whose objects own pods through ownerReferences ((API group, kind)): their deletion is
+# propagated in the foreground, so that their pods are gone before they are and a waited removal
+# ends with nothing of the component running. Every other object is deleted in the background,
+# which removes it at once: a foreground deletion adds the garbage collector's finalizer to any
+# object, dependents or not, and the wait then polls again a second later for each of them.
+POD_OWNERS = frozenset(
+    {
+        ("apps", "Deployment"),
+        ("apps", "DaemonSet"),
+        ("apps", "StatefulSet"),
+        ("apps", "ReplicaSet"),
+        ("batch", "Job"),
+        ("batch", "CronJob"),
+    }
+)
+
+
+def propagation(obj):
+    """``Foreground`` for an object that owns pods (POD_OWNERS), ``Background`` for any other."""
+    group = obj["apiVersion"].rpartition("/")[0]
+    return "Foreground" if (group, obj["kind"]) in POD_OWNERS else "Background"
+
+
+def _steps(definitions):
+    """The definitions in their order, cut where the propagation changes: one delete per step."""
+    steps = []
+    for definition in definitions:
+        policy = propagation(definition)
+        if steps and steps[-1]["propagation"] == policy:
+            steps[-1]["objects"].append(definition)
+        else:
+            steps.append({"propagation": policy, "objects": [definition]})
+    return steps
+
+
 def _removal_key(index):
     return f"object_{index}"
 
@@ -114,8 +149,9 @@ def removal(objects, found=None):
     """A role's removal: ``objects`` are its objects in removal order, each ``{apiVersion, kind,
     metadata: {name, namespace}}`` (namespace for namespaced kinds). Returns ``queries`` for
     ``k8s_info_many`` (one per object) and, once ``found`` (that module's ``resources``) is given,
-    ``remove`` (the objects that exist and are ours, in order, as definitions to delete) and ``kept``
-    (one line per object of that name that is not ours, which stays)."""
+    ``remove`` (the objects that exist and are ours, in order, as definitions to delete), ``steps``
+    (``remove`` cut into consecutive deletes, each ``{propagation, objects}``: see POD_OWNERS) and
+    ``kept`` (one line per object of that name that is not ours, which stays)."""
     if not isinstance(objects, list):
         raise CoexistenceError(f"removal: expected a list of objects, not {type(objects).__name__}")
     problems, queries = [], {}
@@ -139,7 +175,7 @@ def removal(objects, found=None):
         queries[_removal_key(index)] = query
     if problems:
         raise CoexistenceError("removal: " + "; ".join(problems))
-    plan = {"queries": queries, "remove": [], "kept": []}
+    plan = {"queries": queries, "remove": [], "steps": [], "kept": []}
     if found is None:
         return plan
     if not isinstance(found, dict):
@@ -158,6 +194,7 @@ def removal(objects, found=None):
                 plan["remove"].append(definition)
             else:
                 plan["kept"].append(f"{object_name(existing)}: not ours ({managed_by(existing)}), left in place")
+    plan["steps"] = _steps(plan["remove"])
     return plan
 
 

@@ -344,6 +344,7 @@ def test_reboot_brings_the_kernel_back_at_power_on_and_runs_boot_units(lab):
     worker = lab.worker_nodes[-1]
     policy = "/sys/devices/system/cpu/cpufreq/policy2/scaling_max_freq"
     unit = "/etc/systemd/system/lab-test-boot.service"
+    before = lab.ssh(worker, f"cat {policy}").stdout.strip()
     lab.ssh(worker, f"echo 1200000 > {policy}", sudo=True)
     lab.write_node_file(
         worker,
@@ -366,6 +367,8 @@ def test_reboot_brings_the_kernel_back_at_power_on_and_runs_boot_units(lab):
         assert lab.ssh(worker, "hostname").stdout.strip() == worker
     finally:
         lab.ssh(worker, f"systemctl disable lab-test-boot.service; rm -f {unit}; systemctl daemon-reload", sudo=True)
+        # the value the node had (the uninstall, which runs later, compares every sysfs attribute)
+        lab.ssh(worker, f"echo {before} > {policy}", sudo=True)
 
 
 @pytest.mark.lab_teardown

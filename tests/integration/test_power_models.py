@@ -10,6 +10,7 @@ by ``promtool test rules`` against values computed from the published models.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import json
 import math
 import random
@@ -130,6 +131,10 @@ def telemetry(lab, tmp_path_factory):
     finally:
         stop_process(proc, timeout=20)
         log.close()
+        # the rules ConfigMap this module's runs put in kube-system (role_vars), not the site's
+        # namespace: the module's own, so it goes with the module (the uninstall compares the lab)
+        with contextlib.suppress(client.ApiException):
+            client.CoreV1Api(lab.api_client()).delete_namespaced_config_map("power-models-rules", "kube-system")
 
 
 def role_vars(telemetry, **extra):

@@ -244,15 +244,17 @@ def test_broken_configuration_is_rolled_back(lab, pki, extender, registered):
     # A CA bundle that is not PEM: kube-scheduler fails while building the extender's transport and
     # exits. (A bad client certificate would not do: client-go loads client key pairs lazily, at the
     # first extender call, so the scheduler would start and look healthy.)
-    lab.ssh(lab.control_plane_node, "install -d /etc/kubernetes/pki/broken-extender", sudo=True)
-    lab.write_node_file(
-        lab.control_plane_node, "/etc/kubernetes/pki/broken-extender/ca.crt", "this is not a PEM certificate\n"
-    )
-    manifest_before = lab.scheduler_manifest.read_bytes()
-    config_before = (node_root / CONFIG.lstrip("/")).read_bytes()
-    values = _vars(lab, pki, extender)
-    values["scheduler_extender_extenders"][0]["tls"]["ca_file"] = "/etc/kubernetes/pki/broken-extender/ca.crt"
-    result = _run(lab, values)
+    broken = "/etc/kubernetes/pki/lab-test-broken-extender"
+    lab.ssh(lab.control_plane_node, f"install -d {broken}", sudo=True)
+    try:
+        lab.write_node_file(lab.control_plane_node, f"{broken}/ca.crt", "this is not a PEM certificate\n")
+        manifest_before = lab.scheduler_manifest.read_bytes()
+        config_before = (node_root / CONFIG.lstrip("/")).read_bytes()
+        values = _vars(lab, pki, extender)
+        values["scheduler_extender_extenders"][0]["tls"]["ca_file"] = f"{broken}/ca.crt"
+        result = _run(lab, values)
+    finally:  # the test's own file: nothing of a test is left for the uninstall's comparison
+        lab.ssh(lab.control_plane_node, f"rm -rf {broken}", sudo=True, check=False)
     assert result.rc != 0 and result.failed == 1, result
     assert "ROLLED BACK" in result.stdout, result
     assert "healthy again" in result.stdout, result

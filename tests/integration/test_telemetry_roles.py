@@ -189,131 +189,6 @@ def test_a_converge_that_changes_prometheus_reloads_it_and_keeps_its_data(lab, c
     )
 
 
-def test_prometheus_on_a_claim_keeps_its_samples_when_its_pod_is_replaced(lab, converged):
-    """prometheus_storage=persistentVolumeClaim: the role claims a volume for the TSDB, so a pod that
-    is replaced (a drain, an image change, a deleted pod) starts on the same samples. The volume is
-    what a bare-metal site without a provisioner makes: a directory an admin creates on one worker, a
-    `local` PersistentVolume naming it and a WaitForFirstConsumer class; the real kube-scheduler places
-    Prometheus on that worker, the real PV controller binds the claim, and the lab's kubelet gives the
-    directory to the pod's fsGroup as kubelet's local plugin does (root-owned 0755 before)."""
-    from kubernetes import client
-
-    core, storage = _core(lab), client.StorageV1Api(lab.api_client())
-    node, path = lab.worker_nodes[0], "/var/lib/poweraware-test/prometheus"
-    cls, pv_name = "poweraware-local-test", "poweraware-test-prometheus"
-    lab.ssh(node, f"mkdir -p {path}", sudo=True)
-    storage.create_storage_class(
-        {
-            "apiVersion": "storage.k8s.io/v1",
-            "kind": "StorageClass",
-            "metadata": {"name": cls},
-            "provisioner": "kubernetes.io/no-provisioner",
-            "volumeBindingMode": "WaitForFirstConsumer",
-        }
-    )
-    core.create_persistent_volume(
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": pv_name},
-            "spec": {
-                "capacity": {"storage": "2Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "persistentVolumeReclaimPolicy": "Retain",
-                "storageClassName": cls,
-                "local": {"path": path},
-                "nodeAffinity": {
-                    "required": {
-                        "nodeSelectorTerms": [
-                            {
-                                "matchExpressions": [
-                                    {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
-                                ]
-                            }  # noqa: E501
-                        ]
-                    }
-                },
-            },
-        }
-    )
-    site = REPO_ROOT / "site.yml"
-    selector = "app.kubernetes.io/name=prometheus"
-
-    def api(pod, what):
-        try:
-            status, body = lab.lab_http_get(f"http://{pod.status.pod_ip}:9090{what}")
-        except OSError:  # not listening yet
-            return None
-        return json.loads(body)["data"] if status == 200 else None
-
-    def head_min_time(pod):
-        tsdb = api(pod, "/api/v1/status/tsdb")
-        return tsdb and tsdb["headStats"]["numSeries"] > 0 and tsdb["headStats"]["minTime"]
-
-    try:
-        run = run_playbook(
-            site,
-            inventory=lab.inventory,
-            tags=["prometheus"],
-            extra_vars={
-                "prometheus_storage": "persistentVolumeClaim",
-                "prometheus_storage_class": cls,
-                "prometheus_storage_size_limit": "1Gi",
-                "prometheus_retention_size": "800MB",
-            },
-        )
-        assert run.rc == 0 and run.failed == 0 and run.changed > 0, run
-        claim = core.read_namespaced_persistent_volume_claim("prometheus-data", NS)
-        assert claim.status.phase == "Bound" and claim.spec.volume_name == pv_name, claim.status
-        [first] = _wait_pods(lab, NS, selector, 1)
-        assert first.spec.node_name == node, first.spec.node_name
-        oldest = wait_until(lambda: head_min_time(first), 120, "samples in the claimed TSDB")
-        disk = lab.node_disk(node) / path.lstrip("/")
-        info = disk.stat()
-        assert (info.st_gid, stat.S_IMODE(info.st_mode) & 0o2770) == (65534, 0o2770), oct(info.st_mode)
-        assert (disk / "wal").is_dir()
-        core.delete_namespaced_pod(first.metadata.name, NS)
-
-        def replacement():
-            pods = core.list_namespaced_pod(NS, label_selector=selector).items
-            ready = [
-                p
-                for p in pods
-                if p.metadata.uid != first.metadata.uid
-                and p.metadata.deletion_timestamp is None
-                and p.status.container_statuses
-                and all(c.ready for c in p.status.container_statuses)
-            ]
-            return ready and ready[0]
-
-        second = wait_until(replacement, 180, "the replaced Prometheus pod to be ready")
-        kept = wait_until(lambda: head_min_time(second), 120, "the replaced pod's TSDB to answer")
-        assert kept == oldest, (kept, oldest)  # the new pod replayed the old one's samples from the claim
-        flags = api(second, "/api/v1/status/flags")
-        # Prometheus reads its sizes in powers of 1024 and says so (docs/telemetry.md)
-        assert flags["storage.tsdb.retention.size"] == "800MiB", flags["storage.tsdb.retention.size"]
-    finally:
-        back = run_playbook(site, inventory=lab.inventory, tags=["prometheus"])
-        assert back.rc == 0 and back.failed == 0, back
-        # the role leaves the claim and its data when storage goes back to emptyDir (it never deletes
-        # data): the admin removes them
-        with contextlib.suppress(client.ApiException):
-            core.delete_namespaced_persistent_volume_claim("prometheus-data", NS)
-        only_ours = "metadata.name=prometheus-data"
-        wait_until(
-            lambda: not core.list_namespaced_persistent_volume_claim(NS, field_selector=only_ours).items,
-            120,
-            "the test's claim to be gone",
-        )
-        core.delete_persistent_volume(pv_name)
-        storage.delete_storage_class(cls)
-        lab.ssh(node, "rm -rf /var/lib/poweraware-test", sudo=True)
-    print(
-        f"PROOF prometheus claim: {pv_name} on {node} bound; pod {first.metadata.name} replaced by "
-        f"{second.metadata.name}; head min time {oldest:.0f} ms kept"
-    )
-
-
 def test_adapter_tls_apiservice_and_naming(lab, converged):
     pki = lab.node_disk(lab.control_plane_node) / "etc/kubernetes/pki/prometheus-adapter"
     for key in ("ca.key", "tls.key"):
@@ -666,3 +541,133 @@ def test_existing_mode_without_and_with_the_operator(lab, converged, tmp_path):
                 ext.delete_custom_resource_definition(f"{plural}.monitoring.coreos.com")
         with contextlib.suppress(ApiException):
             _core(lab).delete_namespace(EXISTING_NS)
+        # the test's own directory (a user's Prometheus would read it): nothing of a test is left behind
+        lab.ssh(lab.control_plane_node, f"rm -rf {node_dir}", sudo=True, check=False)
+
+
+# Last in this module: the claim's Prometheus is replaced twice and the converge back to emptyDir
+# starts it on an empty TSDB, which the tests above would wait for (their series, the adapter's
+# relist) had it run before them.
+def test_prometheus_on_a_claim_keeps_its_samples_when_its_pod_is_replaced(lab, converged):
+    """prometheus_storage=persistentVolumeClaim: the role claims a volume for the TSDB, so a pod that
+    is replaced (a drain, an image change, a deleted pod) starts on the same samples. The volume is
+    what a bare-metal site without a provisioner makes: a directory an admin creates on one worker, a
+    `local` PersistentVolume naming it and a WaitForFirstConsumer class; the real kube-scheduler places
+    Prometheus on that worker, the real PV controller binds the claim, and the lab's kubelet gives the
+    directory to the pod's fsGroup as kubelet's local plugin does (root-owned 0755 before)."""
+    from kubernetes import client
+
+    core, storage = _core(lab), client.StorageV1Api(lab.api_client())
+    node, path = lab.worker_nodes[0], "/var/lib/poweraware-test/prometheus"
+    cls, pv_name = "poweraware-local-test", "poweraware-test-prometheus"
+    lab.ssh(node, f"mkdir -p {path}", sudo=True)
+    storage.create_storage_class(
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": cls},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        }
+    )
+    core.create_persistent_volume(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": pv_name},
+            "spec": {
+                "capacity": {"storage": "2Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": cls,
+                "local": {"path": path},
+                "nodeAffinity": {
+                    "required": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+                                ]
+                            }  # noqa: E501
+                        ]
+                    }
+                },
+            },
+        }
+    )
+    site = REPO_ROOT / "site.yml"
+    selector = "app.kubernetes.io/name=prometheus"
+
+    def api(pod, what):
+        try:
+            status, body = lab.lab_http_get(f"http://{pod.status.pod_ip}:9090{what}")
+        except OSError:  # not listening yet
+            return None
+        return json.loads(body)["data"] if status == 200 else None
+
+    def head_min_time(pod):
+        tsdb = api(pod, "/api/v1/status/tsdb")
+        return tsdb and tsdb["headStats"]["numSeries"] > 0 and tsdb["headStats"]["minTime"]
+
+    try:
+        run = run_playbook(
+            site,
+            inventory=lab.inventory,
+            tags=["prometheus"],
+            extra_vars={
+                "prometheus_storage": "persistentVolumeClaim",
+                "prometheus_storage_class": cls,
+                "prometheus_storage_size_limit": "1Gi",
+                "prometheus_retention_size": "800MB",
+            },
+        )
+        assert run.rc == 0 and run.failed == 0 and run.changed > 0, run
+        claim = core.read_namespaced_persistent_volume_claim("prometheus-data", NS)
+        assert claim.status.phase == "Bound" and claim.spec.volume_name == pv_name, claim.status
+        [first] = _wait_pods(lab, NS, selector, 1)
+        assert first.spec.node_name == node, first.spec.node_name
+        oldest = wait_until(lambda: head_min_time(first), 120, "samples in the claimed TSDB")
+        disk = lab.node_disk(node) / path.lstrip("/")
+        info = disk.stat()
+        assert (info.st_gid, stat.S_IMODE(info.st_mode) & 0o2770) == (65534, 0o2770), oct(info.st_mode)
+        assert (disk / "wal").is_dir()
+        core.delete_namespaced_pod(first.metadata.name, NS)
+
+        def replacement():
+            pods = core.list_namespaced_pod(NS, label_selector=selector).items
+            ready = [
+                p
+                for p in pods
+                if p.metadata.uid != first.metadata.uid
+                and p.metadata.deletion_timestamp is None
+                and p.status.container_statuses
+                and all(c.ready for c in p.status.container_statuses)
+            ]
+            return ready and ready[0]
+
+        second = wait_until(replacement, 180, "the replaced Prometheus pod to be ready")
+        kept = wait_until(lambda: head_min_time(second), 120, "the replaced pod's TSDB to answer")
+        assert kept == oldest, (kept, oldest)  # the new pod replayed the old one's samples from the claim
+        flags = api(second, "/api/v1/status/flags")
+        # Prometheus reads its sizes in powers of 1024 and says so (docs/telemetry.md)
+        assert flags["storage.tsdb.retention.size"] == "800MiB", flags["storage.tsdb.retention.size"]
+    finally:
+        back = run_playbook(site, inventory=lab.inventory, tags=["prometheus"])
+        assert back.rc == 0 and back.failed == 0, back
+        # the role leaves the claim and its data when storage goes back to emptyDir (it never deletes
+        # data): the admin removes them
+        with contextlib.suppress(client.ApiException):
+            core.delete_namespaced_persistent_volume_claim("prometheus-data", NS)
+        only_ours = "metadata.name=prometheus-data"
+        wait_until(
+            lambda: not core.list_namespaced_persistent_volume_claim(NS, field_selector=only_ours).items,
+            120,
+            "the test's claim to be gone",
+        )
+        core.delete_persistent_volume(pv_name)
+        storage.delete_storage_class(cls)
+        lab.ssh(node, "rm -rf /var/lib/poweraware-test", sudo=True)
+    print(
+        f"PROOF prometheus claim: {pv_name} on {node} bound; pod {first.metadata.name} replaced by "
+        f"{second.metadata.name}; head min time {oldest:.0f} ms kept"
+    )

@@ -26,7 +26,7 @@ import time
 import pytest
 from cluster_snapshot import OUR_MANAGERS, TRANSIENT_KINDS, _listed, api_objects, node_files
 from poweraware_testing import wait_until
-from site_run import run_site
+from site_run import TIMINGS, run_site
 from test_air_gapped import NAMESPACES, SECRET
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -68,6 +68,8 @@ def test_site_absent_gives_back_the_lab_as_it_was_before_the_first_converge(lab,
     started = time.monotonic()
     removed = run_site(lab, extra_vars={"poweraware_state": "absent"})
     seconds = time.monotonic() - started
+    # the whole output beside the site's (tests/output): which task failed or took the time
+    (TIMINGS.parent / "site-uninstall.log").write_text(removed.stdout + removed.stderr)
     assert removed.rc == 0 and removed.failed == 0, removed.stdout[-6000:]
     # the namespaces the run deleted finish in the background (the namespace controller empties them)
     fresh_namespaces = {o[3] for o in fresh["objects"] if o[1] == "Namespace"}
@@ -87,13 +89,13 @@ def test_site_absent_gives_back_the_lab_as_it_was_before_the_first_converge(lab,
     files = node_files(lab)
     moved = sorted(k for k in files.keys() | fresh["files"].keys() if files.get(k) != fresh["files"].get(k))
     if moved:
-        # by node and the path's first three parts, so that a tree left behind is one line
-        trees: dict[str, int] = {}
+        # by node and the path's first three parts, so that a tree left behind is one entry: how many
+        # paths, and the first few of them
+        trees: dict[str, list] = {}
         for key in moved:
             node, _sep, path = key.partition(":")
-            tree = f"{node}:{'/'.join(path.split('/')[:3])}"
-            trees[tree] = trees.get(tree, 0) + 1
-        problems["node files"] = trees
+            trees.setdefault(f"{node}:{'/'.join(path.split('/')[:3])}", []).append(path)
+        problems["node files"] = {tree: (len(paths), paths[:4]) for tree, paths in trees.items()}
     # Objects that come and go by themselves (pods, events, leases, a controller's replica sets) are
     # not compared: kube-scheduler's mirror pod, for one, is a new object since the manifest came back.
     # That none of ours is left, pods included, is checked above.

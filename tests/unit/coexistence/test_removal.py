@@ -31,6 +31,7 @@ def test_one_query_per_object_by_name_namespaced_or_not():
             },
         },
         "remove": [],
+        "steps": [],
         "kept": [],
     }
 
@@ -50,6 +51,28 @@ def test_ours_by_label_or_by_field_manager_go_in_the_given_order_and_the_rest_st
     assert plan["kept"] == [
         "Secret monitoring/tls: not ours (app.kubernetes.io/managed-by=Helm; field managers helm), left in place"
     ]
+
+
+def test_objects_that_own_pods_go_in_the_foreground_and_the_rest_at_once_in_order():
+    """Kubernetes' garbage collector: a foreground deletion keeps the object (finalizer
+    foregroundDeletion) until its dependents are gone, which is what makes a workload's pods go
+    first; for an object without dependents it only delays its end, so those go in the background."""
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "a", "namespace": "monitoring"}}
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "prune", "namespace": "monitoring"}}
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a", "namespace": "monitoring"}}
+    # a kind of the same name in another group owns no pods
+    other = {"apiVersion": "example.com/v1", "kind": "Deployment", "metadata": {"name": "x", "namespace": "monitoring"}}
+    objects = [SECRET, deployment, DAEMONSET, service, ROLE, job, other]
+    plan = removal_plan(objects, {f"object_{i}": [found(o, managers=["poweraware"])] for i, o in enumerate(objects)})
+    assert plan["steps"] == [
+        {"propagation": "Background", "objects": [SECRET]},
+        {"propagation": "Foreground", "objects": [deployment, DAEMONSET]},
+        {"propagation": "Background", "objects": [service, ROLE]},
+        {"propagation": "Foreground", "objects": [job]},
+        {"propagation": "Background", "objects": [other]},
+    ]
+    assert [o for step in plan["steps"] for o in step["objects"]] == plan["remove"] == objects
+    assert removal_plan([SECRET], {})["steps"] == []  # nothing there: no delete at all
 
 
 def test_what_is_not_there_or_listed_twice_is_removed_once_or_not_at_all():
