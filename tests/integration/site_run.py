@@ -49,10 +49,8 @@ def run_site(lab, extra_vars=None, **kwargs):
     )
 
 
-def converge_site(lab, tmp_path_factory):
-    """The site fixture's three runs (tests/integration/conftest.py), their results and timings."""
-    missing = [p for p in IMPORTED if not (REPO_ROOT / p).is_file()]
-    assert not missing, f"site.yml imports playbooks that do not exist yet: {missing}"
+def prepare_site_vars(lab, tmp_path_factory) -> dict:
+    """SITE_VARS as the lab's site runs with them (the user's choices below), returned too."""
     samples = tmp_path_factory.mktemp("power-models") / "samples.json"
     curve = {
         node: [{"util": u, "watts": 90 + 1.5 * u + 5 * i} for u in range(0, 101, 2)]
@@ -74,6 +72,14 @@ def converge_site(lab, tmp_path_factory):
             "peaks_allow_version_skew": True,
         }
     )
+    return SITE_VARS
+
+
+def converge_site(lab, tmp_path_factory):
+    """The site fixture's three runs (tests/integration/conftest.py), their results and timings."""
+    missing = [p for p in IMPORTED if not (REPO_ROOT / p).is_file()]
+    assert not missing, f"site.yml imports playbooks that do not exist yet: {missing}"
+    prepare_site_vars(lab, tmp_path_factory)
     controller_before = controller_digest()
     runs, seconds = {}, {}
 

@@ -54,17 +54,13 @@ def _lasting(objects: set[tuple]) -> set[tuple]:
     return {o for o in objects if o[1] not in TRANSIENT_KINDS}
 
 
-def test_site_absent_gives_back_the_lab_as_it_was_before_the_first_converge(lab, site, fresh):
+def uninstall_and_compare(lab, fresh) -> dict:
+    """``site.yml -e poweraware_state=absent``, then every difference from ``fresh`` at once (the
+    ``problems``: what is left of ours, the manifest, the nodes' files, the API objects), with the run,
+    its time and what was compared. test_upgrade.py uses it after an upgrade."""
     from kubernetes import client
 
-    assert site["converge"].rc == 0
     core = client.CoreV1Api(lab.api_client())
-    # The air-gapped site's pull Secrets are the user's, not the collection's: the user removes them
-    # (with them left, the uninstall keeps their namespaces and says what holds them).
-    for namespace in NAMESPACES:
-        with contextlib.suppress(client.ApiException):
-            core.delete_namespaced_secret(SECRET, namespace)
-
     started = time.monotonic()
     removed = run_site(lab, extra_vars={"poweraware_state": "absent"})
     seconds = time.monotonic() - started
@@ -79,7 +75,6 @@ def test_site_absent_gives_back_the_lab_as_it_was_before_the_first_converge(lab,
         "the deleted namespaces to be gone",
     )
 
-    # every difference at once: what is left of ours, the manifest, the nodes' files, the API objects
     problems = {}
     left = _ours_left(lab)
     if left:
@@ -107,11 +102,35 @@ def test_site_absent_gives_back_the_lab_as_it_was_before_the_first_converge(lab,
         }
     checked = time.monotonic() - started - seconds
     print(json.dumps({"uninstall_s": round(seconds), "checked_s": round(checked), "problems": problems}, default=str))
+    return {
+        "problems": problems,
+        "removed": removed,
+        "seconds": seconds,
+        "checked_s": checked,
+        "files": files,
+        "objects": objects,
+    }
+
+
+def test_site_absent_gives_back_the_lab_as_it_was_before_the_first_converge(lab, site, fresh):
+    from kubernetes import client
+
+    assert site["converge"].rc == 0
+    core = client.CoreV1Api(lab.api_client())
+    # The air-gapped site's pull Secrets are the user's, not the collection's: the user removes them
+    # (with them left, the uninstall keeps their namespaces and says what holds them).
+    for namespace in NAMESPACES:
+        with contextlib.suppress(client.ApiException):
+            core.delete_namespaced_secret(SECRET, namespace)
+
+    outcome = uninstall_and_compare(lab, fresh)
+    problems, removed, seconds = outcome["problems"], outcome["removed"], outcome["seconds"]
     assert problems == {}, (problems, f"uninstall {seconds:.0f} s", removed.stdout[-3000:])
 
+    files, objects = outcome["files"], outcome["objects"]
     digest = hashlib.sha256("".join(sorted(f"{k}={v}" for k, v in files.items())).encode()).hexdigest()
     print(
         f"PROOF uninstall: site.yml -e poweraware_state=absent in {seconds:.0f} s, {removed.changed} changed; "
         f"{len(files)} node paths (sha256 {digest[:16]}) and {len(objects)} API objects as before the first "
-        f"converge (compared in {checked:.0f} s); kube-scheduler manifest byte for byte"
+        f"converge (compared in {outcome['checked_s']:.0f} s); kube-scheduler manifest byte for byte"
     )

@@ -1,0 +1,133 @@
+"""Upgrade: the last release's converge, then this checkout's, on one fresh lab (issue 49 item 7).
+
+A site that ran the previous release runs this one with the same inventory and variables, as a user
+upgrades: the previous release is built from its tag (``git archive``, ``ansible-galaxy collection
+build``) and installed offline into a collections path of its own, its ``poweraware.k8s.site``
+converges the fresh lab, then this checkout's ``site.yml`` converges it again. The upgrade must work
+whole: no task fails, a second run changes nothing, kube-scheduler calls each extender once (no
+duplicate registration), every workload of ours is ready, and the uninstall then gives back the lab
+as it was before the previous release touched it (test_uninstall.py's comparison), which leaves
+nothing the previous release made and this one no longer knows.
+
+Not in ``make test`` (its time: a second whole converge and an uninstall); ``make upgrade`` runs it
+on a lab of its own.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+from ansible_run import REPO_ROOT, run_playbook
+from site_run import prepare_site_vars, run_site
+from test_site import _changed_tasks
+from test_uninstall import uninstall_and_compare
+
+pytestmark = [pytest.mark.upgrade, pytest.mark.slow]
+
+SCHEDULER_CONFIG = "/etc/kubernetes/scheduler-extender.yaml"  # scheduler_extender_config_path's default
+WORKLOAD_NAMESPACES = ("node-feature-discovery", "monitoring", "custom-metrics", "telemetry-aware-scheduling")
+
+
+def previous_release() -> str:
+    """The newest release tag (``vX.Y.Z``) that is not this checkout's version."""
+    current = "v" + yaml.safe_load((REPO_ROOT / "galaxy.yml").read_text())["version"]
+    tags = subprocess.run(
+        ["git", "tag", "--list", "v[0-9]*", "--sort=-v:refname"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    older = [t for t in tags if t != current]
+    assert older, f"no release tag other than {current} in this checkout (git fetch --tags)"
+    return older[0]
+
+
+def install_release(tag: str, where: pathlib.Path) -> pathlib.Path:
+    """The release built from its tag and installed as a user installs the tarball; its collections path."""
+    src, dist, collections = where / "src", where / "dist", where / "collections"
+    for path in (src, dist, collections):
+        path.mkdir(parents=True)
+    archive = subprocess.run(["git", "archive", "--format=tar", tag], cwd=REPO_ROOT, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(src)], input=archive.stdout, check=True)
+    galaxy = str(pathlib.Path(sys.executable).parent / "ansible-galaxy")
+
+    def run(argv):
+        done = subprocess.run([galaxy, *argv], capture_output=True, text=True, check=False)
+        assert done.returncode == 0, f"ansible-galaxy {argv}: {done.stdout}{done.stderr}"
+
+    run(["collection", "build", str(src), "--output-path", str(dist)])
+    (tarball,) = dist.glob("*.tar.gz")
+    # the tarball alone: its dependencies (kubernetes.core, community.crypto) come with ansible
+    run(["collection", "install", "--offline", "--no-deps", "-p", str(collections), str(tarball)])
+    return collections
+
+
+def _extenders(lab) -> list[str]:
+    config = yaml.safe_load((lab.node_disk(lab.control_plane_node) / SCHEDULER_CONFIG.lstrip("/")).read_text())
+    return [e["urlPrefix"] for e in config.get("extenders") or []]
+
+
+def _unready(lab) -> list[str]:
+    from kubernetes import client
+
+    apps = client.AppsV1Api(lab.api_client())
+    unready = []
+    for namespace in WORKLOAD_NAMESPACES:
+        for item in apps.list_namespaced_deployment(namespace).items:
+            if (item.status.ready_replicas or 0) < (item.spec.replicas or 0):
+                unready.append(f"Deployment {namespace}/{item.metadata.name}")
+        for item in apps.list_namespaced_daemon_set(namespace).items:
+            if (item.status.number_ready or 0) < item.status.desired_number_scheduled:
+                unready.append(f"DaemonSet {namespace}/{item.metadata.name}")
+    return unready
+
+
+@pytest.mark.fresh_lab
+def test_the_previous_release_upgrades_in_place_and_uninstalls_whole(lab, fresh, tmp_path, tmp_path_factory):
+    from poweraware_testing import wait_until
+
+    site_vars = dict(prepare_site_vars(lab, tmp_path_factory))
+    tag = previous_release()
+    collections = install_release(tag, tmp_path / tag)
+
+    started = time.monotonic()
+    before = run_playbook(
+        "poweraware.k8s.site",
+        inventory=lab.inventory / "hosts.yml",
+        extra_vars=site_vars,
+        # the previous release only: this checkout's collection is not on the path
+        env={"ANSIBLE_COLLECTIONS_PATH": str(collections)},
+        timeout=1800,
+    )
+    previous_s = time.monotonic() - started
+    assert before.rc == 0 and before.failed == 0, before.stdout[-6000:]
+    assert "poweraware.k8s" in before.stdout
+
+    started = time.monotonic()
+    upgrade = run_site(lab)
+    upgrade_s = time.monotonic() - started
+    assert upgrade.rc == 0 and upgrade.failed == 0, upgrade.stdout[-6000:]
+    again = run_site(lab)
+    assert again.rc == 0 and again.changed == 0, again.stdout[-6000:]
+
+    extenders = _extenders(lab)
+    assert len(extenders) == len(set(extenders)) and extenders, extenders  # no duplicate registration
+    wait_until(lambda: not _unready(lab), 180, "every workload of ours ready")
+
+    outcome = uninstall_and_compare(lab, fresh)
+    assert outcome["problems"] == {}, (outcome["problems"], outcome["removed"].stdout[-3000:])
+
+    changed = sorted({task for task, _host in _changed_tasks(upgrade.stdout)})
+    print(
+        f"PROOF upgrade from {tag}: its converge {before.changed} changed in {previous_s:.0f} s; this "
+        f"release's converge over it {upgrade.changed} changed in {upgrade_s:.0f} s, its second run "
+        f"{again.changed}; kube-scheduler's extenders {extenders}; the uninstall then gave back the lab as "
+        f"before {tag} ({len(outcome['files'])} node paths, {len(outcome['objects'])} API objects)"
+    )
+    print("PROOF upgrade, the tasks that changed:\n  " + "\n  ".join(changed))
