@@ -44,6 +44,9 @@ STANDALONE_NICENESS = 19
 LOG = REPO_ROOT / "tests" / "output" / "integration-standalone.log"
 CHECKS_LOG = REPO_ROOT / "tests" / "output" / "checks.log"
 RELEASE_ENV = "POWERAWARE_STANDALONE_RELEASE"
+# The lab group: every test not marked standalone, but not the upgrade from the previous release
+# (marker upgrade: make upgrade runs it on a lab of its own, for make test's time).
+LAB_GROUP = "not standalone and not upgrade"
 POLL_S = 1.0
 CGROUP_V1 = pathlib.Path("/sys/fs/cgroup/cpu")  # cgroup v1's cpu controller, where it is mounted
 CGROUP_V2 = pathlib.Path("/sys/fs/cgroup")  # the unified hierarchy
@@ -179,7 +182,7 @@ def main(argv: list[str]) -> int:
     times: dict[str, float] = {}
     with LOG.open("w") as log, CHECKS_LOG.open("w") as checks_log:
         lab = subprocess.Popen(
-            pytest_argv("not standalone", extra), cwd=REPO_ROOT, env={**os.environ, RELEASE_ENV: str(release)}
+            pytest_argv(LAB_GROUP, extra), cwd=REPO_ROOT, env={**os.environ, RELEASE_ENV: str(release)}
         )
         procs = background_cgroup()
         print(f"integration: background group {'in cgroup ' + str(procs.parent) if procs else 'at nice 19 only'}")
