@@ -44,9 +44,10 @@ STANDALONE_NICENESS = 19
 LOG = REPO_ROOT / "tests" / "output" / "integration-standalone.log"
 CHECKS_LOG = REPO_ROOT / "tests" / "output" / "checks.log"
 RELEASE_ENV = "POWERAWARE_STANDALONE_RELEASE"
-# The lab group: every test not marked standalone, but not the upgrade from the previous release
-# (marker upgrade: make upgrade runs it on a lab of its own, for make test's time).
-LAB_GROUP = "not standalone and not upgrade"
+# The lab group: every test not marked standalone, but not the lifecycle tests (the uninstall, the
+# upgrade from the previous release: marker lifecycle), which make lifecycle runs on a lab of their
+# own, for make test's time.
+LAB_GROUP = "not standalone and not lifecycle"
 POLL_S = 1.0
 CGROUP_V1 = pathlib.Path("/sys/fs/cgroup/cpu")  # cgroup v1's cpu controller, where it is mounted
 CGROUP_V2 = pathlib.Path("/sys/fs/cgroup")  # the unified hierarchy

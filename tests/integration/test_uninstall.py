@@ -12,8 +12,9 @@ as ours or written by our field managers is left. (A second uninstall changes no
 Kubernetes client its plays install to ask the API and its last play removes again: measured by
 hand, not repeated here, for make test's time.)
 
-It runs after every other lab test (conftest.py LATE_MODULES): nothing of the stack is left for
-them.
+Marker lifecycle: not in make test (its time); make lifecycle runs it on a lab of its own after
+test_upgrade.py (conftest.py LATE_MODULES: were it run with the lab tests, after all of them, which
+would find nothing of the stack left).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from poweraware_testing import wait_until
 from site_run import TIMINGS, run_site
 from test_air_gapped import NAMESPACES, SECRET
 
-pytestmark = [pytest.mark.lab, pytest.mark.slow]
+pytestmark = [pytest.mark.lifecycle, pytest.mark.slow]
 
 
 def _ours_left(lab) -> list[str]:

@@ -9,8 +9,8 @@ duplicate registration), every workload of ours is ready, and the uninstall then
 as it was before the previous release touched it (test_uninstall.py's comparison), which leaves
 nothing the previous release made and this one no longer knows.
 
-Not in ``make test`` (its time: a second whole converge and an uninstall); ``make upgrade`` runs it
-on a lab of its own.
+Not in ``make test`` (its time: a second whole converge and an uninstall); ``make lifecycle`` runs it
+first on a lab of its own, then test_uninstall.py.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from site_run import prepare_site_vars, run_site
 from test_site import _changed_tasks
 from test_uninstall import uninstall_and_compare
 
-pytestmark = [pytest.mark.upgrade, pytest.mark.slow]
+pytestmark = [pytest.mark.lifecycle, pytest.mark.slow]
 
 SCHEDULER_CONFIG = "/etc/kubernetes/scheduler-extender.yaml"  # scheduler_extender_config_path's default
 WORKLOAD_NAMESPACES = ("node-feature-discovery", "monitoring", "custom-metrics", "telemetry-aware-scheduling")

@@ -56,7 +56,7 @@ def test_both_groups_get_the_arguments_and_split_by_the_marker():
     lab = runner.pytest_argv(runner.LAB_GROUP, ["-k", "x"])
     standalone = runner.pytest_argv("standalone", ["-k", "x"], pathlib.Path("/base"))
     assert lab[:3] == [sys.executable, "-m", "pytest"] and lab[-2:] == ["-k", "x"]
-    assert lab[lab.index("-m", 3) + 1] == "not standalone and not upgrade"  # make upgrade runs that one
+    assert lab[lab.index("-m", 3) + 1] == "not standalone and not lifecycle"  # make lifecycle runs those
     assert not any(a.startswith("--basetemp") for a in lab)
     assert standalone[standalone.index("-m", 3) + 1] == "standalone" and "--basetemp=/base" in standalone
 
