@@ -173,12 +173,13 @@ COMPONENTS = (
         module="github.com/prometheus/prometheus",
         # The image's /bin/prometheus; its web UI is not built in (the release embeds assets that
         # need npm), so the UI pages answer 404 and the API, which is all the stack uses, works.
-        packages=("github.com/prometheus/prometheus/cmd/prometheus",),
-        binaries=("prometheus",),
-        output_name="prometheus",
+        # promtool of the same release checks and unit-tests the power rules as Prometheus 3 reads them
+        # (tests/integration/test_prometheus_rules.py; Debian's promtool, a 2.x, checks them too).
+        packages=("github.com/prometheus/prometheus/cmd/prometheus", "github.com/prometheus/prometheus/cmd/promtool"),
+        binaries=("prometheus", "promtool"),
         # .promu.yml: what `prometheus --version` and /api/v1/status/buildinfo report
         stamps=(
-            "github.com/prometheus/common/version.Version=2.53.2",
+            "github.com/prometheus/common/version.Version=3.16.0",
             "github.com/prometheus/common/version.Branch=HEAD",
             "github.com/prometheus/common/version.BuildUser=poweraware-lab",
         ),
@@ -196,7 +197,7 @@ COMPONENTS = (
         # The image build's LDFLAGS (Makefile, Dockerfile): the version `-version` reports, and the
         # container's host mount prefix, under which the worker's DaemonSet mounts /sys, /boot, /etc...
         stamps=(
-            "sigs.k8s.io/node-feature-discovery/pkg/version.version=v0.17.3",
+            "sigs.k8s.io/node-feature-discovery/pkg/version.version=v0.19.0",
             "sigs.k8s.io/node-feature-discovery/pkg/utils/hostpath.pathPrefix=/host-",
         ),
     ),
@@ -243,7 +244,7 @@ COMPONENTS = (
         packages=("github.com/prometheus-operator/prometheus-operator/cmd/prometheus-config-reloader",),
         binaries=("prometheus-config-reloader",),
         output_name="prometheus-config-reloader",
-        stamps=("github.com/prometheus/common/version.Version=0.85.0",),
+        stamps=("github.com/prometheus/common/version.Version=0.92.0",),
     ),
     # metrics-server, the cluster add-on behind kubectl top and resource-metric HPAs (the image's
     # /metrics-server; its Makefile: go build -o metrics-server ./cmd/metrics-server), with the

@@ -73,10 +73,10 @@ class Image:
 IMAGES = (
     Image(
         repository="registry.k8s.io/kube-state-metrics/kube-state-metrics",
-        tag="v2.13.0",
+        tag="v2.15.0",
         # Dockerfile: ENTRYPOINT ["/kube-state-metrics", "--port=8080", "--telemetry-port=8081"]
         entrypoint=("kube-state-metrics", "--port=8080", "--telemetry-port=8081"),
-        version="v2.13.0",
+        version="v2.15.0",
     ),
     Image(
         repository="docker.io/intel/telemetry-aware-scheduling",
@@ -96,20 +96,20 @@ IMAGES = (
     ),
     Image(
         repository="quay.io/prometheus/prometheus",
-        tag="v2.53.2",
+        tag="v3.16.0",
         # Dockerfile: ENTRYPOINT ["/bin/prometheus"]; the role gives every argument
         entrypoint=("prometheus",),
-        version="v2.53.2",
+        version="v3.16.0",
         why="scrapes collectd and kube-state-metrics (Kubernetes service discovery) and records the "
         "power rules; built from its Go module because Debian's package has no Kubernetes discovery",
     ),
     Image(
         repository="registry.k8s.io/nfd/node-feature-discovery",
-        tag="v0.17.3",
+        tag="v0.19.0",
         # Dockerfile: no ENTRYPOINT; the role's containers give the command (nfd-master, nfd-worker), which
         # are both in the images dir; the image runs as USER 65534:65534
         entrypoint=("nfd-master",),
-        version="v0.17.3",
+        version="v0.19.0",
         why="nfd-worker reads each node's features (CPUID, the node's /sys under /host-sys, features.d) into "
         "NodeFeature objects; nfd-master turns them and the role's power NodeFeatureRule into node labels",
         user="65534:65534",
@@ -148,17 +148,22 @@ IMAGES = (
         "stack's Prometheus on :2020/watcher",
     ),
     Image(
-        repository="docker.io/opnfv/barometer-collectd",
-        tag="stable",
-        # the role gives the command (/opt/collectd/sbin/collectd -f -C ...): its file name is the key
+        # No maintained collectd image is published: users build the collection's Containerfile
+        # (roles/collectd/files/Containerfile) and push it; the lab is such a user, whose registry is the
+        # local one (inventory/lab/group_vars/all/cluster_stack.yml names it).
+        repository="localhost:5000/poweraware/collectd",
+        tag="5.12.0-14",
+        user_built="collectd_image",
+        # the role gives the command (/usr/sbin/collectd -f -C ...): its file name is the key
         entrypoint=("collectd",),
-        version="5.12.0 (Debian bookworm's collectd-core package)",
+        # Debian bookworm's collectd-core version, which the Containerfile installs and this machine runs
+        version="5.12.0-14",
         why="runs the role's RAPL plugin (python plugin) and the cpu plugin (each node's /proc/stat) and exports "
-        "through write_prometheus; barometer's image builds collectd 5.12 from source too, with the same plugins",
+        "through write_prometheus: the Containerfile installs the same Debian packages this machine runs",
         system_path="/usr/sbin/collectd",
-        # the role's energy reader container runs the image's python3 (the reader is written for
-        # 3.6 and later; Debian's 3.11 runs it here)
+        # the role's energy reader container runs the image's python3 (Debian's 3.11, as the Containerfile's)
         also=(("python3", "/usr/bin/python3"),),
+        user="65534:65534",
     ),
     Image(
         repository="docker.io/library/python",
@@ -172,10 +177,10 @@ IMAGES = (
     ),
     Image(
         repository="quay.io/prometheus-operator/prometheus-config-reloader",
-        tag="v0.85.0",
+        tag="v0.92.0",
         # Dockerfile: USER nobody, ENTRYPOINT ["/bin/prometheus-config-reloader"]; the role gives the args
         entrypoint=("prometheus-config-reloader",),
-        version="v0.85.0",
+        version="v0.92.0",
         why="the prometheus role's sidecar: reloads Prometheus when kubelet brings a changed configuration "
         "or rules file into the pod",
         user="65534",

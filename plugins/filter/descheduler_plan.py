@@ -10,14 +10,14 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.poweraware.k8s.plugins.module_utils._descheduler import plan
 
 
-def descheduler_plan(policy, kubernetes_version, image_tag="", namespaces=None, interval="5m"):
-    """The descheduler's policy, image tag and problems (see ``_descheduler.plan``)."""
+def descheduler_plan(policy, kubernetes_version, image_tag="", namespaces=None, interval="5m", image_digest=""):
+    """The descheduler's policy, image tag and digest, and problems (see ``_descheduler.plan``)."""
     if policy is not None and not isinstance(policy, dict):
         raise AnsibleFilterError(
             "descheduler_plan: descheduler_policy must be a DeschedulerPolicy mapping or empty, "
             f"not {type(policy).__name__}"
         )
-    return plan(policy or {}, kubernetes_version, image_tag or "", namespaces or None, interval)
+    return plan(policy or {}, kubernetes_version, image_tag or "", namespaces or None, interval, image_digest or "")
 
 
 class FilterModule:

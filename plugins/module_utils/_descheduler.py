@@ -24,6 +24,7 @@ from ansible_collections.poweraware.k8s.plugins.module_utils._k8s_names import i
 
 __all__ = [
     "API_VERSION",
+    "DIGESTS",
     "RELEASES",
     "PLUGINS",
     "tas_policy",
@@ -38,17 +39,34 @@ KIND = "DeschedulerPolicy"
 # Kubernetes minor -> descheduler release. "Starting with descheduler release v0.18 the minor version
 # of descheduler matches the minor version of the k8s client packages that it is compiled with", and
 # a release is tested against that minor and the two before it (README, "Compatibility Matrix"). The
-# newest patch of each minor as the v0.36.0 user guide lists the images (docs/user-guide.md). 1.29 is
-# the oldest: v1alpha2, the only policy API this role writes, is the only one v0.29 and later read.
+# newest patch of each minor whose image registry.k8s.io serves: the v0.36.0 user guide's image list
+# (docs/user-guide.md) and the patch releases promoted after it was written (v0.30.2, v0.32.2; v0.35.1
+# is tagged, but no image of it was promoted). 1.29 is the oldest: v1alpha2, the only policy API this
+# role writes, is the only one v0.29 and later read.
 RELEASES = {
     29: "v0.29.0",
-    30: "v0.30.1",
+    30: "v0.30.2",
     31: "v0.31.0",
-    32: "v0.32.0",
+    32: "v0.32.2",
     33: "v0.33.0",
     34: "v0.34.0",
     35: "v0.35.0",
     36: "v0.36.0",
+}
+
+# Release -> the digest of its multi-arch image index, as the descheduler maintainers promoted it to
+# registry.k8s.io: kubernetes/k8s.io registry.k8s.io/images/k8s-staging-descheduler/images.yaml (commit
+# 2e14a1e6bb62, up to v0.33.0), and the promotion pull requests' own digests for the later ones
+# (v0.35.0: 9133, v0.36.0: 9513). v0.34.0's promotion (8710) gives none in text, so it runs by tag
+# (docs/security.md#images). The role pins the digest only with a release it chose from RELEASES.
+DIGESTS = {
+    "v0.29.0": "sha256:227389ece22ac74f7c1de9922270e3a6fde38c0351bb1919ee08f3dd83470005",
+    "v0.30.2": "sha256:6512585f9aab6a4e2fcb2c33cc017709fddb507446b07a3bd8fc78ebf25aca48",
+    "v0.31.0": "sha256:4001c25d6c967c7c69c76ea1b4619ddcd5568f42df6360e1ba320834cbcd0d5f",
+    "v0.32.2": "sha256:df9583a5b0e30e9984a517019316d72674fbfd6ad6065c95284333f7ff1963d4",
+    "v0.33.0": "sha256:de38c88dcb1e7d822c4bd320551cc55e541c160c6ba380d99772949b0c967ab0",
+    "v0.35.0": "sha256:d6878e6265784f75f450d8d6b47739915c059ade4d68bad4c478ab33667482d5",
+    "v0.36.0": "sha256:7ca92c0a7b4f1c51d306409da6b832005fcadb224e384795646376726734c6e5",
 }
 
 # Each registered plugin (pkg/descheduler/setupplugins.go) and the extension points it implements
@@ -257,12 +275,14 @@ def policy_errors(policy):
     return errors
 
 
-def plan(policy, kubernetes_version, image_tag="", namespaces=None, interval="5m"):
-    """What the descheduler role applies: ``{policy, image_tag, reads_metrics, errors}``.
+def plan(policy, kubernetes_version, image_tag="", namespaces=None, interval="5m", image_digest=""):
+    """What the descheduler role applies: ``{policy, image_tag, image_digest, reads_metrics, errors}``.
 
     ``policy`` empty means TAS's (see ``tas_policy``); ``image_tag`` empty means the release for the
-    cluster's ``kubernetes_version``. Every problem is in ``errors``, and nothing is to be applied when
-    there is one.
+    cluster's ``kubernetes_version``, and then an empty ``image_digest`` means that release's published
+    digest (``DIGESTS``; empty where none is published). A tag of the user's runs with the user's digest
+    only: the table's cannot vouch for an image it did not choose. Every problem is in ``errors``, and
+    nothing is to be applied when there is one.
     """
     effective = policy if policy else tas_policy(namespaces)
     errors = [f"descheduler_policy: {e}" for e in policy_errors(effective)] if policy else []
@@ -286,6 +306,7 @@ def plan(policy, kubernetes_version, image_tag="", namespaces=None, interval="5m
             f"descheduler_interval={interval!r} is not a positive Go duration; write it like 5m, 90s or 1h30m"
         )
     tag = str(image_tag).strip() if image_tag else ""
+    digest = str(image_digest).strip() if image_digest else ""
     if tag:
         if not _TAG.fullmatch(tag):
             errors.append(f"descheduler_image_tag={image_tag!r} is not a descheduler release tag like v0.36.0")
@@ -293,8 +314,16 @@ def plan(policy, kubernetes_version, image_tag="", namespaces=None, interval="5m
         tag, problem = release_for(kubernetes_version)
         if problem:
             errors.append(problem)
+        elif not digest:
+            digest = DIGESTS.get(tag, "")
     collector = effective.get("metricsCollector") if isinstance(effective, dict) else None
     # metrics.k8s.io is read only by the metrics collector (LowNodeUtilization's actual usage): the
     # ClusterRole grants it only then.
     reads_metrics = isinstance(collector, dict) and collector.get("enabled") is True
-    return {"policy": effective, "image_tag": tag or "", "reads_metrics": reads_metrics, "errors": errors}
+    return {
+        "policy": effective,
+        "image_tag": tag or "",
+        "image_digest": digest,
+        "reads_metrics": reads_metrics,
+        "errors": errors,
+    }

@@ -23,6 +23,7 @@ import json
 import pathlib
 
 import pytest
+import yaml
 from ansible_run import run_playbook
 from poweraware_testing import role_defaults, wait_until
 
@@ -44,11 +45,23 @@ IMAGES = {
     "descheduler": ["descheduler_image"],
 }
 
+# The images the lab's user built (the role defaults are empty): the lab inventory names them.
+LAB_INVENTORY_VARS = yaml.safe_load(
+    (REPO_ROOT / "inventory" / "lab" / "group_vars" / "all" / "cluster_stack.yml").read_text()
+)
+
 
 def _core(lab):
     from kubernetes import client
 
     return client.CoreV1Api(lab.api_client())
+
+
+def _repository(role: str, variable: str) -> str:
+    """The public repository of an image variable: the role's default, or, for an image the user
+    builds (collectd's: the role's default is empty), the one the lab's inventory names."""
+    defaults = role_defaults(REPO_ROOT / "roles" / role / "defaults" / "main.yml")
+    return defaults[variable] or LAB_INVENTORY_VARS[variable]
 
 
 def _mirror_digests(lab) -> dict[str, str]:
@@ -59,7 +72,7 @@ def _mirror_digests(lab) -> dict[str, str]:
         defaults = role_defaults(REPO_ROOT / "roles" / role / "defaults" / "main.yml")
         for variable in variables:
             tag = defaults[f"{variable}_tag"] or "v0.36.0"  # the descheduler's release for the lab's 1.36
-            key = f"{registry.MIRROR}/{registry.mirrored(defaults[variable])}:{tag}"
+            key = f"{registry.MIRROR}/{registry.mirrored(_repository(role, variable))}:{tag}"
             digests[f"{variable}_digest"] = served[key]
     return digests
 
@@ -98,7 +111,16 @@ def test_a_converge_through_the_sites_mirror_pulls_every_image_with_the_pull_sec
     pulls_before = mirror_log.read_text().count('"GET /v2/')
     try:
         # -e strings, as a user gives them on the command line
-        extra = {"poweraware_image_registry": registry.MIRROR, "poweraware_image_pull_secrets": SECRET, **digests}
+        # the site pushed its own build of collectd (no public image) to the mirror, under the same path
+        built = {
+            variable: f"{registry.MIRROR}/{registry.mirrored(value)}" for variable, value in LAB_INVENTORY_VARS.items()
+        }
+        extra = {
+            "poweraware_image_registry": registry.MIRROR,
+            "poweraware_image_pull_secrets": SECRET,
+            **built,
+            **digests,
+        }
         run = run_playbook(site_yml, inventory=lab.inventory, tags=["cluster_stack"], extra_vars=extra)
         assert run.rc == 0 and run.failed == 0 and run.changed > 0, run
 
@@ -178,6 +200,6 @@ def _variable_of(reference: str) -> str:
     for role, variables in IMAGES.items():
         defaults = role_defaults(REPO_ROOT / "roles" / role / "defaults" / "main.yml")
         for variable in variables:
-            if registry.mirrored(defaults[variable]) == path:
+            if registry.mirrored(defaults[variable] or LAB_INVENTORY_VARS[variable]) == path:
                 return variable
     raise AssertionError(f"{reference} is no image of the cluster stack")

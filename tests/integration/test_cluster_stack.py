@@ -17,6 +17,7 @@ import json
 import stat
 
 import pytest
+from ansible_collections.poweraware.k8s.plugins.module_utils._descheduler import DIGESTS as DESCHEDULER_DIGESTS
 from ansible_run import REPO_ROOT, run_playbook
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -86,8 +87,8 @@ def test_nfd_master_available(converged, api):
     deployment = api["apps"].read_namespaced_deployment("nfd-master", NFD_NS)
     assert deployment.status.available_replicas == 1
     assert deployment.spec.template.spec.containers[0].image == (
-        "registry.k8s.io/nfd/node-feature-discovery:v0.17.3"
-        "@sha256:5ad4e3ac1afcbeb9d096241b0352614e5e77ee1bfe0f37c45a8d7b4329599d11"
+        "registry.k8s.io/nfd/node-feature-discovery:v0.19.0"
+        "@sha256:2fa1c99ad09bdf2c8ad97706a4ad2fd548c84d5ecd70ba32a6152c667b96c4d2"
     )
 
 
@@ -512,7 +513,8 @@ def test_the_descheduler_moves_a_pod_off_a_violating_node(converged, api, lab):
             d for d in apps.list_namespaced_deployment("kube-system").items if d.metadata.name == "descheduler"
         ]
         (container,) = deployment.spec.template.spec.containers
-        assert container.image == "registry.k8s.io/descheduler/descheduler:v0.36.0", container.image
+        # the release for the lab's 1.36, pinned by the digest its maintainers published
+        assert container.image == f"registry.k8s.io/descheduler/descheduler:v0.36.0@{DESCHEDULER_DIGESTS['v0.36.0']}"
         (running,) = core.list_namespaced_pod("kube-system", label_selector="app.kubernetes.io/name=descheduler").items
         assert running.status.phase == "Running" and all(c.ready for c in running.status.container_statuses)
         # least privilege: it evicts, it reads no Secrets and writes no nodes

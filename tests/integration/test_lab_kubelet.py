@@ -25,7 +25,7 @@ from lab import kubelet_pods
 
 pytestmark = pytest.mark.lab
 
-KSM_IMAGE = "registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.13.0"
+KSM_IMAGE = "registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.15.0"
 
 
 @pytest.fixture

@@ -2,7 +2,10 @@
 
 The rule file is roles/prometheus/files/power_rules.yml, the very file the role puts into
 Prometheus (managed mode) or into a PrometheusRule / rule file (existing mode). The promtool unit
-tests in tests/integration/promtool/ cover nodes with one, two and four packages.
+tests in tests/integration/promtool/ cover nodes with one, two and four packages. Each runs with two
+promtools: the one of the release the role deploys (Prometheus 3, built from its Go module as the lab
+builds it) and Debian's (a 2.x, as an existing Prometheus a user keeps may be): the rules mean the
+same to both.
 """
 
 from __future__ import annotations
@@ -25,15 +28,30 @@ TESTS = {
     2: PROMTOOL_DIR / "power_rules_2_sockets_test.yml",
     4: PROMTOOL_DIR / "power_rules_4_sockets_test.yml",
 }
-PROMTOOL = shutil.which("promtool")
+DEBIAN_PROMTOOL = shutil.which("promtool")
 # The TAS power demo's own rules, verbatim, and their promtool test on the demo's series names
 DEMO_RULES = PROMTOOL_DIR / "tas_power_demo_rules.yml"
 DEMO_TEST = PROMTOOL_DIR / "tas_power_demo_rules_test.yml"
 
-pytestmark = [
-    pytest.mark.standalone,
-    pytest.mark.skipif(PROMTOOL is None, reason="promtool (Debian package prometheus) not installed"),
-]
+pytestmark = [pytest.mark.standalone]
+
+
+@pytest.fixture(scope="module")
+def release_bin() -> pathlib.Path:
+    """The directory of the role's Prometheus release: prometheus and promtool (lab/assets.py)."""
+    from lab import assets
+
+    return assets.ensure_built(next(c for c in assets.COMPONENTS if c.name == "prometheus"))
+
+
+@pytest.fixture(scope="module", params=["release", "debian"])
+def promtool_bin(request, release_bin) -> str:
+    if request.param == "release":
+        return str(release_bin / "promtool")
+    if DEBIAN_PROMTOOL is None:
+        pytest.fail("promtool is not installed: install the Debian package prometheus (`make system-deps` does)")
+    return DEBIAN_PROMTOOL
+
 
 # The upstream power demo's rule, translated to our metric names: it hard-codes two packages.
 UPSTREAM_TWO_SOCKET_AVG = (
@@ -44,12 +62,12 @@ UPSTREAM_TWO_SOCKET_AVG = (
 )
 
 
-def promtool(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([PROMTOOL, *args], capture_output=True, text=True, check=False, timeout=120)
+def promtool(binary: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([binary, *args], capture_output=True, text=True, check=False, timeout=120)
 
 
-def test_rule_file_is_valid_and_complete():
-    proc = promtool("check", "rules", str(RULES))
+def test_rule_file_is_valid_and_complete(promtool_bin):
+    proc = promtool(promtool_bin, "check", "rules", str(RULES))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     records = [r["record"] for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
     assert "node_package_power_avg" in records
@@ -58,12 +76,12 @@ def test_rule_file_is_valid_and_complete():
 
 
 @pytest.mark.parametrize("sockets", sorted(TESTS))
-def test_promtool_rule_tests(sockets):
+def test_promtool_rule_tests(sockets, promtool_bin):
     test_file = TESTS[sockets]
     # the tests load the role's own rule file, not a copy
     rule_files = yaml.safe_load(test_file.read_text())["rule_files"]
     assert [(test_file.parent / f).resolve() for f in rule_files] == [RULES]
-    proc = promtool("test", "rules", str(test_file))
+    proc = promtool(promtool_bin, "test", "rules", str(test_file))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SUCCESS" in proc.stdout
 
@@ -76,12 +94,12 @@ def _expected(test_file: pathlib.Path, expr: str) -> dict[str, float]:
     return {node_label.search(sample["labels"]).group(1): sample["value"] for sample in check["exp_samples"]}
 
 
-def test_the_power_demos_own_rules_give_ours_on_the_series_we_export():
+def test_the_power_demos_own_rules_give_ours_on_the_series_we_export(promtool_bin):
     """The demo's recording rules as the demo ships them, on the demo's names collectd exports beside
     ours (collectd_seed_series_names), for the two-socket nodes of our own test: the same percent of
     TDP per node, the same per-pod value, as our rules give."""
     assert yaml.safe_load(DEMO_TEST.read_text())["rule_files"] == [DEMO_RULES.name]
-    proc = promtool("test", "rules", str(DEMO_TEST))
+    proc = promtool(promtool_bin, "test", "rules", str(DEMO_TEST))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SUCCESS" in proc.stdout
     ours = _expected(TESTS[2], "node_package_power_avg")
@@ -90,7 +108,7 @@ def test_the_power_demos_own_rules_give_ours_on_the_series_we_export():
 
 
 @pytest.mark.parametrize("sockets", [1, 4])
-def test_a_two_socket_rule_fails_the_tests(tmp_path, sockets):
+def test_a_two_socket_rule_fails_the_tests(tmp_path, sockets, promtool_bin):
     """The tests catch the upstream defect: a rule hard-coded for two packages."""
     rules = yaml.safe_load(RULES.read_text())
     for rule in rules["groups"][0]["rules"]:
@@ -98,20 +116,19 @@ def test_a_two_socket_rule_fails_the_tests(tmp_path, sockets):
             rule["expr"] = UPSTREAM_TWO_SOCKET_AVG
     bad_rules = tmp_path / "two_socket_rules.yml"
     bad_rules.write_text(yaml.safe_dump(rules))
-    assert promtool("check", "rules", str(bad_rules)).returncode == 0
+    assert promtool(promtool_bin, "check", "rules", str(bad_rules)).returncode == 0
     test = yaml.safe_load(TESTS[sockets].read_text())
     test["rule_files"] = [str(bad_rules)]
     test_file = tmp_path / "test.yml"
     test_file.write_text(yaml.safe_dump(test))
-    proc = promtool("test", "rules", str(test_file))
+    proc = promtool(promtool_bin, "test", "rules", str(test_file))
     assert proc.returncode != 0, proc.stdout
     assert "node_package_power_avg" in proc.stdout + proc.stderr
 
 
 # --- end to end with real daemons ------------------------------------------------------------------
-# Real collectd (fake RAPL tree) -> real Prometheus (Debian) with the role's rule file -> the
-# adapter's series queries (rendered from the prometheus_adapter role) against Prometheus' API.
-PROMETHEUS = shutil.which("prometheus")
+# Real collectd (fake RAPL tree) -> real Prometheus (the role's release) with the role's rule file ->
+# the adapter's series queries (rendered from the prometheus_adapter role) against Prometheus' API.
 KSM_METRICS = """# TYPE kube_pod_info gauge
 kube_pod_info{namespace="demo",pod="a",uid="1",node="lab-node",host_ip="10.0.0.1"} 1
 kube_pod_info{namespace="demo",pod="b",uid="2",node="lab-node",host_ip="10.0.0.1"} 1
@@ -157,8 +174,7 @@ def _prom_query(port: int, path: str, **params) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(PROMETHEUS is None, reason="prometheus (Debian package prometheus) not installed")
-def test_collectd_to_prometheus_to_adapter_queries(collectd_run, fake_kube_state_metrics, tmp_path):
+def test_collectd_to_prometheus_to_adapter_queries(collectd_run, fake_kube_state_metrics, tmp_path, release_bin):
     import importlib.util
     import socket
     import time
@@ -193,7 +209,7 @@ def test_collectd_to_prometheus_to_adapter_queries(collectd_run, fake_kube_state
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
     proc = subprocess.Popen(
         [
-            PROMETHEUS,
+            str(release_bin / "prometheus"),
             f"--config.file={tmp_path / 'prometheus.yml'}",
             f"--storage.tsdb.path={tmp_path / 'data'}",
             f"--web.listen-address=127.0.0.1:{prom_port}",

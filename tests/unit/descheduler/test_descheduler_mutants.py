@@ -158,7 +158,13 @@ def test_plugin_config_without_args_is_an_empty_mapping():
 # plan(): the role's one call.
 def test_plan_checks_a_policy_of_the_users_own_and_prefixes_its_problems():
     result = ds.plan(copy.deepcopy(GOOD), "v1.36.3")
-    assert result == {"policy": GOOD, "image_tag": "v0.36.0", "reads_metrics": False, "errors": []}
+    assert result == {
+        "policy": GOOD,
+        "image_tag": "v0.36.0",
+        "image_digest": ds.DIGESTS["v0.36.0"],
+        "reads_metrics": False,
+        "errors": [],
+    }
     bad = ds.plan({**GOOD, "kind": "Policy"}, "v1.36.3")
     assert bad["errors"] == ["descheduler_policy: kind='Policy': the policy must be kind DeschedulerPolicy"]
     assert ds.plan(["not", "a", "policy"], "v1.36.3")["errors"] == [

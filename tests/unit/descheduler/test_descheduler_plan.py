@@ -5,6 +5,7 @@ evict (its checks at start in v0.36.0's policyconfig.go, profile.go and the plug
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import yaml
@@ -30,7 +31,7 @@ TAS_README = {
 
 @pytest.mark.parametrize(
     ("version", "tag"),
-    [("v1.36.3", "v0.36.0"), ("v1.30.14", "v0.30.1"), ("1.29", "v0.29.0"), ("v1.33.0-rc.1", "v0.33.0")],
+    [("v1.36.3", "v0.36.0"), ("v1.30.14", "v0.30.2"), ("1.29", "v0.29.0"), ("v1.33.0-rc.1", "v0.33.0")],
 )
 def test_the_release_matches_the_kubernetes_minor(version, tag):
     assert ds.release_for(version) == (tag, None)
@@ -46,7 +47,13 @@ def test_a_cluster_outside_the_table_is_refused_naming_what_to_do():
 
 def test_the_default_is_the_tas_readme_policy_and_valid():
     result = ds.plan({}, "v1.36.3")
-    assert result == {"policy": ds.tas_policy(), "image_tag": "v0.36.0", "reads_metrics": False, "errors": []}
+    assert result == {
+        "policy": ds.tas_policy(),
+        "image_tag": "v0.36.0",
+        "image_digest": "sha256:7ca92c0a7b4f1c51d306409da6b832005fcadb224e384795646376726734c6e5",
+        "reads_metrics": False,
+        "errors": [],
+    }
     # the same plugin, arguments and extension point as the TAS README's policy
     readme = TAS_README["profiles"][0]
     ours = result["policy"]["profiles"][0]
@@ -138,11 +145,27 @@ def test_a_policy_with_the_metrics_collector_reads_metrics():
     assert ds.plan(policy, "v1.36.3")["reads_metrics"] is True
 
 
-def test_the_descheduler_user_guide_lists_the_releases_of_the_table():
-    # the table's source: v0.36.0's docs/user-guide.md image list (the newest patch of each minor)
-    listed = {"v0.36.0", "v0.35.0", "v0.34.0", "v0.33.0", "v0.32.0", "v0.31.0", "v0.30.1", "v0.30.0", "v0.29.0"}
-    assert set(ds.RELEASES.values()) <= listed
+def test_the_table_holds_the_newest_promoted_patch_of_each_minor():
+    # v0.36.0's docs/user-guide.md image list, and the patches promoted to registry.k8s.io after it
+    # (the promoter manifest, kubernetes/k8s.io registry.k8s.io/images/k8s-staging-descheduler/images.yaml)
+    promoted = {"v0.36.0", "v0.35.0", "v0.34.0", "v0.33.0", "v0.32.2", "v0.31.0", "v0.30.2", "v0.29.0"}
+    assert set(ds.RELEASES.values()) == promoted
     assert all(int(tag.split(".")[1]) == minor for minor, tag in ds.RELEASES.items())
+    # a digest for every release but v0.34.0, whose promotion published none
+    assert set(ds.DIGESTS) == promoted - {"v0.34.0"}
+    assert all(re.fullmatch(r"sha256:[0-9a-f]{64}", d) for d in ds.DIGESTS.values())
+
+
+def test_the_published_digest_goes_only_with_the_release_the_table_chose():
+    assert ds.plan({}, "v1.32.4")["image_digest"] == ds.DIGESTS["v0.32.2"]
+    assert ds.plan({}, "v1.34.1")["image_digest"] == ""  # v0.34.0: none published
+    mine = "sha256:" + "b" * 64
+    assert ds.plan({}, "v1.36.3", image_digest=mine)["image_digest"] == mine
+    # a tag of the user's: the table cannot vouch for that image, so no digest unless given
+    assert ds.plan({}, "v1.36.3", image_tag="v0.36.0")["image_digest"] == ""
+    assert ds.plan({}, "v1.36.3", image_tag="v0.36.0", image_digest=mine)["image_digest"] == mine
+    # a cluster outside the table gets neither
+    assert ds.plan({}, "v1.37.0")["image_digest"] == ""
 
 
 def test_the_policy_written_is_yaml_the_descheduler_reads():

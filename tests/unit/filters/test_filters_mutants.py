@@ -353,10 +353,14 @@ def test_descheduler_plan_defaults_and_empty_values(stub):
     assert f_desched.descheduler_plan({}, "1.31", None, [], "10m") == "result"
     policy = {"kind": "DeschedulerPolicy"}
     assert f_desched.descheduler_plan(policy, "1.29", "v0.30.1", ["default"], "1h") == "result"
+    assert f_desched.descheduler_plan(policy, "1.29", "", None, "1h", None) == "result"
+    assert f_desched.descheduler_plan(policy, "1.29", "", None, "1h", "sha256:x") == "result"
     assert plan.calls == [
-        (({}, "1.30", "", None, "5m"), {}),
-        (({}, "1.31", "", None, "10m"), {}),
-        ((policy, "1.29", "v0.30.1", ["default"], "1h"), {}),
+        (({}, "1.30", "", None, "5m", ""), {}),
+        (({}, "1.31", "", None, "10m", ""), {}),
+        ((policy, "1.29", "v0.30.1", ["default"], "1h", ""), {}),
+        ((policy, "1.29", "", None, "1h", ""), {}),
+        ((policy, "1.29", "", None, "1h", "sha256:x"), {}),
     ]
 
 

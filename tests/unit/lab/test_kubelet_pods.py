@@ -39,9 +39,9 @@ def pod(*container_images, annotations=None, host_network=False):
 @pytest.mark.parametrize(
     ("image", "reference"),
     [
-        (f"{KSM}:v2.13.0", f"{KSM}:v2.13.0"),
+        (f"{KSM}:v2.15.0", f"{KSM}:v2.15.0"),
         (f"{KSM}@sha256:{'a' * 64}", f"{KSM}:latest"),
-        (f"{KSM}:v2.13.0@sha256:{'a' * 64}", f"{KSM}:v2.13.0"),
+        (f"{KSM}:v2.15.0@sha256:{'a' * 64}", f"{KSM}:v2.15.0"),
         ("localhost:5000/tools/ksm:1", "localhost:5000/tools/ksm:1"),
         ("localhost:5000/tools/ksm", "localhost:5000/tools/ksm:latest"),
         ("busybox", "busybox:latest"),
@@ -52,10 +52,10 @@ def test_reference_drops_the_digest_and_not_a_registry_port(image, reference):
 
 
 def test_a_pod_is_claimed_when_any_container_is_mapped_and_never_a_mirror_pod():
-    assert kubelet_pods.claims(pod(f"{KSM}:v2.13.0"), IMAGE_MAP)
-    assert kubelet_pods.claims(pod("registry.k8s.io/pause:3.10", f"{KSM}:v2.13.0"), IMAGE_MAP)
+    assert kubelet_pods.claims(pod(f"{KSM}:v2.15.0"), IMAGE_MAP)
+    assert kubelet_pods.claims(pod("registry.k8s.io/pause:3.10", f"{KSM}:v2.15.0"), IMAGE_MAP)
     assert not kubelet_pods.claims(pod("registry.k8s.io/pause:3.10"), IMAGE_MAP)
-    mirror = pod(f"{KSM}:v2.13.0", annotations={"kubernetes.io/config.mirror": "x"})
+    mirror = pod(f"{KSM}:v2.15.0", annotations={"kubernetes.io/config.mirror": "x"})
     assert not kubelet_pods.claims(mirror, IMAGE_MAP)
     # Another version of a mapped image is not the executable the lab has: kwok keeps it.
     assert not kubelet_pods.claims(pod(f"{KSM}:v2.12.0"), IMAGE_MAP)
@@ -148,7 +148,7 @@ def test_variable_references_expand_as_kubernetes_does(value, expected):
 
 
 def test_command_replaces_the_entrypoint_and_args_replace_its_defaults():
-    image = IMAGE_MAP[f"{KSM}:v2.13.0"]
+    image = IMAGE_MAP[f"{KSM}:v2.15.0"]
     assert kubelet_pods.resolve_command({}, image, {}) == list(image["entrypoint"])
     only_args = kubelet_pods.resolve_command({"args": ["--port=9000"]}, image, {})
     assert only_args == ["kube-state-metrics", "--port=9000"]  # the image's default args are gone
@@ -188,7 +188,7 @@ def test_configmap_volumes_follow_the_api_by_an_atomic_swap_and_only_when_change
     the old one gone), an unchanged one is not touched, an optional one that appears later shows
     up (a subPath mount binds the file it resolved to at start, so it is not updated)."""
     api = ObjectsApi({("ConfigMap", "settings"): {"mode": b"one"}, ("Secret", "creds"): {"key": b"k1"}})
-    p = pod(f"{KSM}:v2.13.0")
+    p = pod(f"{KSM}:v2.15.0")
     p["spec"]["volumes"] = [
         {"name": "settings", "configMap": {"name": "settings"}},
         {"name": "creds", "secret": {"secretName": "creds", "defaultMode": 0o400}},
@@ -214,7 +214,7 @@ def test_configmap_volumes_follow_the_api_by_an_atomic_swap_and_only_when_change
 
 
 def test_downward_fields_and_an_unsupported_one():
-    p = pod(f"{KSM}:v2.13.0")
+    p = pod(f"{KSM}:v2.15.0")
     p["metadata"]["labels"] = {"app": "x"}
     p["spec"]["nodeName"] = "w1"
     assert kubelet_pods.field_value(p, "metadata.namespace", "", "") == "ns"
@@ -255,10 +255,13 @@ def test_every_mapped_image_is_a_roles_default_image_at_its_default_tag():
         for key in defaults
         if key.endswith("_image") and f"{key}_tag" in defaults
     }
-    # an image its project does not publish (load-watcher) is the user's build: the role's default is
-    # empty and its tag the release the docs tell users to build, which the lab builds
+    # an image nobody publishes (load-watcher; a maintained collectd) is the user's build: the role's
+    # default is empty and its tag the release the docs tell users to build, which the lab runs
     user_built = [image for image in images.IMAGES if image.user_built]
-    assert [image.repository for image in user_built] == ["localhost:5000/load-watcher"]
+    assert [image.repository for image in user_built] == [
+        "localhost:5000/load-watcher",
+        "localhost:5000/poweraware/collectd",
+    ]
     for image in user_built:
         assert defaults[image.user_built] == "", image
         assert defaults[image.user_built + "_tag"] == image.tag == image.version, image
@@ -309,7 +312,7 @@ def test_pod_hostname_is_kubelets():
     assert kubelet_pods.pod_hostname({"metadata": {"name": long_name}, "spec": {}}) == "a" * 62
 
 
-NFD = "registry.k8s.io/nfd/node-feature-discovery:v0.17.3"
+NFD = "registry.k8s.io/nfd/node-feature-discovery:v0.19.0"
 
 
 def _api_pod(spec_context=None, container_context=None, image=NFD):
@@ -333,11 +336,11 @@ def test_the_image_user_applies_when_the_pod_names_none():
 
 
 def test_an_image_without_user_runs_as_root_and_runasnonroot_refuses_it():
-    collectd = "docker.io/opnfv/barometer-collectd:stable"  # no USER in its Dockerfile
-    api_pod, container = _api_pod({"runAsNonRoot": True}, image=collectd)
+    load_watcher = "localhost:5000/load-watcher:v0.2.4"  # no USER in its Dockerfile
+    api_pod, container = _api_pod({"runAsNonRoot": True}, image=load_watcher)
     with pytest.raises(kubelet_pods.PodError, match="runAsNonRoot and image will run as root"):
         kubelet_pods.run_as(api_pod.pod, container.spec, container.image)
-    api_pod, container = _api_pod(None, image=collectd)
+    api_pod, container = _api_pod(None, image=load_watcher)
     assert kubelet_pods.run_as(api_pod.pod, container.spec, container.image) is None
     # the descheduler's USER 1000 has no group: the group is the uid's, as the lab gives it
     api_pod, container = _api_pod({}, image="registry.k8s.io/descheduler/descheduler:v0.36.0")
@@ -495,7 +498,7 @@ def test_a_claim_bound_to_a_local_volume_is_given_to_the_pods_fs_group_as_kubele
     (tmp_path / "outside").write_text("keep")
     os.chmod(tmp_path / "outside", 0o600)
     os.symlink(tmp_path / "outside", disk / "link")
-    p = pod(f"{KSM}:v2.13.0")
+    p = pod(f"{KSM}:v2.15.0")
     p["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
     volumes = kubelet_pods.PodVolumes(kubelet_pods.NodeApi(ClaimsApi(claim_objects(tmp_path))), p, tmp_path, group)
     volumes.prepare()
@@ -542,7 +545,7 @@ class FakeRegistry:
         self.digest = "sha256:" + hashlib.sha256(self.manifest).hexdigest()
         base = "https://10.0.1.5:5000/v2/prometheus/prometheus"
         self.objects = {
-            f"{base}/manifests/v2.53.2": self.manifest,
+            f"{base}/manifests/v3.16.0": self.manifest,
             f"{base}/manifests/{self.digest}": self.manifest,
             f"{base}/blobs/{self.config_digest}": config,
         }
@@ -566,7 +569,7 @@ def test_a_pull_authenticates_with_the_pods_secret_and_checks_the_digest():
     a scheme and a path matches too), the manifest by the pinned digest, the config blob's digest
     checked; the image ID is host/path@digest."""
     registry = FakeRegistry()
-    image = "10.0.1.5:5000/prometheus/prometheus:v2.53.2"
+    image = "10.0.1.5:5000/prometheus/prometheus:v3.16.0"
     creds = kubelet_pods.docker_credentials([dockerconfig(key="https://10.0.1.5:5000/v1/")], "10.0.1.5:5000")
     assert creds == [("lab-mirror", "s3cret")]
     assert kubelet_pods.pull_image(image, creds, registry) == f"10.0.1.5:5000/prometheus/prometheus@{registry.digest}"
@@ -579,10 +582,10 @@ def test_a_pull_authenticates_with_the_pods_secret_and_checks_the_digest():
 @pytest.mark.parametrize(
     ("image", "secrets", "message"),
     [
-        ("10.0.1.5:5000/prometheus/prometheus:v2.53.2", [], "401 Unauthorized"),
-        ("10.0.1.5:5000/prometheus/prometheus:v2.53.2", [dockerconfig(password="wrong")], "401 Unauthorized"),
+        ("10.0.1.5:5000/prometheus/prometheus:v3.16.0", [], "401 Unauthorized"),
+        ("10.0.1.5:5000/prometheus/prometheus:v3.16.0", [dockerconfig(password="wrong")], "401 Unauthorized"),
         ("10.0.1.5:5000/prometheus/prometheus:v9", [dockerconfig()], "prometheus:v9: not found"),
-        ("10.0.1.5:5000/prometheus/prometheus:v2.53.2@sha256:" + "0" * 64, [dockerconfig()], "not found"),
+        ("10.0.1.5:5000/prometheus/prometheus:v3.16.0@sha256:" + "0" * 64, [dockerconfig()], "not found"),
     ],
 )
 def test_a_pull_that_cannot_succeed_says_why_in_containerds_words(image, secrets, message):
@@ -599,7 +602,7 @@ def test_a_manifest_whose_bytes_do_not_match_the_pinned_digest_is_refused():
     registry.objects[f"https://10.0.1.5:5000/v2/prometheus/prometheus/manifests/{other}"] = registry.manifest
     with pytest.raises(kubelet_pods.PodError, match="does not match"):
         kubelet_pods.pull_image(
-            f"10.0.1.5:5000/prometheus/prometheus:v2.53.2@{other}", [("lab-mirror", "s3cret")], registry
+            f"10.0.1.5:5000/prometheus/prometheus:v3.16.0@{other}", [("lab-mirror", "s3cret")], registry
         )
 
 
@@ -607,9 +610,9 @@ def test_the_lab_image_map_holds_the_mirrors_references_to_pull():
     """Every image a role deploys is in the mirror under its path without the public host, and the
     kwok stages leave those pods to the lab's kubelet too."""
     mapped = images.image_map()
-    mirror = "10.0.1.5:5000/prometheus/prometheus:v2.53.2"
-    assert mapped[mirror]["pull"] is True and "pull" not in mapped["quay.io/prometheus/prometheus:v2.53.2"]
-    assert mapped[mirror]["entrypoint"] == mapped["quay.io/prometheus/prometheus:v2.53.2"]["entrypoint"]
+    mirror = "10.0.1.5:5000/prometheus/prometheus:v3.16.0"
+    assert mapped[mirror]["pull"] is True and "pull" not in mapped["quay.io/prometheus/prometheus:v3.16.0"]
+    assert mapped[mirror]["entrypoint"] == mapped["quay.io/prometheus/prometheus:v3.16.0"]["entrypoint"]
     assert "10.0.1.5:5000/library/python:3.12.14-slim-bookworm" in mapped
     assert mirror in images.kwok_selector()["values"]
     assert kubelet_pods.image_host(mirror) == "10.0.1.5:5000" and kubelet_pods.image_host("alpine:3") == "docker.io"

@@ -75,7 +75,7 @@ STUBS: dict[str, dict] = {
         "_common_api_server": {"egress": [], "ingress_from": [{"ipBlock": {"cidr": "10.0.0.1/32"}}], "errors": []},
     },
     "prometheus": {
-        "_prometheus_reloader_image_reference": "quay.io/prometheus-operator/prometheus-config-reloader:v0.85.0",
+        "_prometheus_reloader_image_reference": "quay.io/prometheus-operator/prometheus-config-reloader:v0.92.0",
         "_prometheus_target_namespace": "monitoring",
         "_prometheus_scrape_configs_text": "- job_name: x\n",
         "_prometheus_ns": "monitoring",

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.poweraware.k8s.plugins.filter.image_reference import FilterModule
+from ansible_collections.poweraware.k8s.plugins.module_utils._descheduler import DIGESTS as DESCHEDULER_DIGESTS
 from ansible_collections.poweraware.k8s.plugins.module_utils._descheduler import RELEASES
 from ansible_collections.poweraware.k8s.plugins.module_utils._image import image_reference, reference_errors
 from poweraware_testing import documented_images, role_defaults
@@ -19,6 +20,8 @@ from poweraware_testing import documented_images, role_defaults
 REPO = pathlib.Path(__file__).resolve().parents[3]
 reference = FilterModule().filters()["image_reference"]
 DIGEST = "sha256:" + "0123456789abcdef" * 4
+# Roles whose main image is the user's build (no maintained image is published): no default repository.
+USER_BUILT = {"collectd"}
 
 
 def role_images() -> dict[str, dict]:
@@ -45,14 +48,21 @@ def test_every_role_image_has_tag_and_digest_variables():
         assert {"image", "image_tag", "image_digest"} <= set(values), role
         # the descheduler's tag follows the cluster's Kubernetes minor (empty: chosen by descheduler_plan)
         tag = str(values["image_tag"]) or (role == "descheduler" and max(RELEASES.items())[1])
-        assert reference_errors(values["image"], tag, values["image_digest"], role) == [], role
+        # collectd's image is the user's build (no default repository): its tag must still be valid
+        image = values["image"] or (role in USER_BUILT and "registry.example:5000/poweraware/collectd")
+        assert reference_errors(image, tag, values["image_digest"], role) == [], role
 
 
 def test_every_default_image_is_pinned_or_documented_why_not():
     rows = documented_images()
     problems = []
     for role, values in role_images().items():
+        if role in USER_BUILT:
+            continue  # no default image (test_an_image_users_build_has_the_three_variables_and_no_default)
         row = rows.get(values["image"])
+        if role == "descheduler":
+            # the digest goes with the release the role chooses per cluster: the newest's is cited
+            values = {**values, "image_digest": DESCHEDULER_DIGESTS[max(RELEASES.items())[1]]}
         if row is None:
             problems.append(f"{role}: {values['image']} has no row in docs/security.md's Images table")
         elif values["image_digest"] and row[0] != values["image_digest"]:
@@ -70,12 +80,19 @@ def test_every_default_image_is_pinned_or_documented_why_not():
 
 
 def test_an_image_users_build_has_the_three_variables_and_no_default():
-    """load-watcher publishes no image: the peaks role names the user's build, required, and takes
-    its digest from the user (docs/peaks.md), so no default image lacks a source."""
+    """load-watcher publishes no image, and no maintained collectd image is published: the roles name
+    the user's build, required, and take its digest from the user (docs/peaks.md, docs/telemetry.md),
+    so no default image lacks a source."""
     values = yaml.safe_load((REPO / "roles/peaks/defaults/main.yml").read_text())
     assert values["peaks_load_watcher_image"] == "" and values["peaks_load_watcher_image_digest"] == ""
     assert values["peaks_load_watcher_image_tag"] == "v0.2.4"
-    assert "peaks_load_watcher_image" in (REPO / "docs/security.md").read_text()
+    security = (REPO / "docs/security.md").read_text()
+    assert "peaks_load_watcher_image" in security
+    values = yaml.safe_load((REPO / "roles/collectd/defaults/main.yml").read_text())
+    assert values["collectd_image"] == "" and values["collectd_image_digest"] == ""
+    assert values["collectd_image_tag"] == "5.12.0-14"
+    assert "your build of `roles/collectd/files/Containerfile` (5.12.0-14)" in security
+    assert (REPO / "roles/collectd/files/Containerfile").is_file()
 
 
 def test_templates_take_the_reference_from_the_filter():
@@ -101,7 +118,7 @@ def test_templates_take_the_reference_from_the_filter():
     [
         ("registry.k8s.io/nfd/nfd", "v0.17.3", DIGEST, f"registry.k8s.io/nfd/nfd:v0.17.3@{DIGEST}"),
         ("docker.io/intel/telemetry-aware-scheduling", "0.7.0", "", "docker.io/intel/telemetry-aware-scheduling:0.7.0"),
-        ("localhost:5000/mirror/prometheus", "v2.53.2", None, "localhost:5000/mirror/prometheus:v2.53.2"),
+        ("localhost:5000/mirror/prometheus", "v3.16.0", None, "localhost:5000/mirror/prometheus:v3.16.0"),
         ("busybox", "1.36", "", "busybox:1.36"),
     ],
 )  # fmt: skip
@@ -222,8 +239,12 @@ def test_every_role_that_deploys_pods_lists_its_pull_secrets_and_the_site_defaul
         defaults = role_defaults(
             REPO / "roles" / role / "defaults" / "main.yml", poweraware_image_registry="mirror:5000"
         )
-        assert defaults[f"{role}_image"].startswith("mirror:5000/"), role
-        assert defaults[f"{role}_image"].split("/", 1)[1] == values["image"].split("/", 1)[1], role
+        if role in USER_BUILT:
+            # the user's build is named whole, wherever it was pushed: the override leaves it alone
+            assert defaults[f"{role}_image"] == "", role
+        else:
+            assert defaults[f"{role}_image"].startswith("mirror:5000/"), role
+            assert defaults[f"{role}_image"].split("/", 1)[1] == values["image"].split("/", 1)[1], role
         if role == "power_extender":
             continue  # a static pod cannot reference a Secret: the node's runtime holds the credentials
         site = role_defaults(REPO / "roles" / role / "defaults" / "main.yml", poweraware_image_pull_secrets=["m"])

@@ -41,8 +41,8 @@ def render(**overrides):
     values = {
         **defaults,
         **yaml.safe_load((ROLE / "vars" / "main.yml").read_text()),
-        "_prometheus_image_reference": "quay.io/prometheus/prometheus:v2.53.2",
-        "_prometheus_reloader_image_reference": "quay.io/prometheus-operator/prometheus-config-reloader:v0.85.0",
+        "_prometheus_image_reference": "quay.io/prometheus/prometheus:v3.16.0",
+        "_prometheus_reloader_image_reference": "quay.io/prometheus-operator/prometheus-config-reloader:v0.92.0",
         "_prometheus_image_pull_secrets": [],
         **overrides,
     }
