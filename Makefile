@@ -132,12 +132,14 @@ live-bench: venv
 scale-bench: venv system-deps
 	$(BIN)/python benchmarks/site_scale.py --data "$(SHARED_DATA)"
 
-# The lifecycle tests on a fresh lab of their own (a running lab is taken down first; about 15 minutes;
-# not in make test, for its time): the upgrade from the previous release's tag, then the uninstall
-# after a fresh converge, each compared with the lab before anything was deployed (docs/site.md,
-# "Uninstall" and "Upgrade").
+# The lifecycle tests on a fresh lab of their own (a running lab is taken down first; about 30 minutes;
+# not in make test, for its time): the upgrade from the previous release's tag; then, on a fresh
+# converge, each role's absent alone, the converge through an air-gapped site's mirror, and the
+# uninstall, each compared with the lab before anything was deployed (docs/site.md, "Uninstall",
+# "Upgrade" and "Air-gapped sites").
 lifecycle: venv system-deps
 	$(BIN)/python -m lab down
+	$(BIN)/python -m lab build --previous
 	$(BIN)/python -m pytest tests/integration -m lifecycle $(PYTEST_ARGS)
 
 # The sample inventory's role files, from the roles' meta/argument_specs.yml (the unit tier fails

@@ -422,6 +422,75 @@ def _no_go_message(missing: list[str]) -> str:
     )
 
 
+# The previous release's (v0.1.0) images whose versions this release moved on from, each in a module
+# directory of its own (lab/go/<name>): test_upgrade.py (make lifecycle) converges that release for
+# real before this one, so its pods must run, not be pretended by kwok. Not built at lab start:
+# `python -m lab build --previous` (make lifecycle) builds them, and a lab started with all of them
+# in the cache runs them (lab/images.py PREVIOUS_IMAGES), each executable under "<binary>-<version>".
+_PROMU_STAMPS = (
+    "github.com/prometheus/common/version.Branch=HEAD",
+    "github.com/prometheus/common/version.BuildUser=poweraware-lab",
+)
+PREVIOUS_RELEASE = (
+    GoBuild(
+        name="prometheus-v2.53.2",
+        module="github.com/prometheus/prometheus",
+        packages=("github.com/prometheus/prometheus/cmd/prometheus",),
+        binaries=("prometheus",),
+        output_name="prometheus",
+        stamps=("github.com/prometheus/common/version.Version=2.53.2", *_PROMU_STAMPS),
+    ),
+    GoBuild(
+        name="prometheus-config-reloader-v0.85.0",
+        module="github.com/prometheus-operator/prometheus-operator",
+        packages=("github.com/prometheus-operator/prometheus-operator/cmd/prometheus-config-reloader",),
+        binaries=("prometheus-config-reloader",),
+        output_name="prometheus-config-reloader",
+        stamps=("github.com/prometheus/common/version.Version=0.85.0",),
+    ),
+    GoBuild(
+        name="nfd-v0.17.3",
+        module="sigs.k8s.io/node-feature-discovery",
+        packages=(
+            "sigs.k8s.io/node-feature-discovery/cmd/nfd-master",
+            "sigs.k8s.io/node-feature-discovery/cmd/nfd-worker",
+        ),
+        binaries=("nfd-master", "nfd-worker"),
+        stamps=(
+            "sigs.k8s.io/node-feature-discovery/pkg/version.version=v0.17.3",
+            "sigs.k8s.io/node-feature-discovery/pkg/utils/hostpath.pathPrefix=/host-",
+        ),
+    ),
+    GoBuild(
+        name="kube-state-metrics-v2.13.0",
+        module="k8s.io/kube-state-metrics/v2",
+        packages=("k8s.io/kube-state-metrics/v2",),
+        binaries=("kube-state-metrics",),
+        output_name="kube-state-metrics",
+    ),
+)
+
+
+def previous_release_built() -> bool:
+    """Whether the cache holds every PREVIOUS_RELEASE build (the lab then runs those images too)."""
+    return assets_dir_from_env() is None and all(cached_build_current(c) for c in PREVIOUS_RELEASE)
+
+
+def previous_release_binaries(build: bool = False, log=print) -> dict[str, pathlib.Path]:
+    """The previous release's executables by their name in the images dir, ``<binary>-<version>``
+    (``prometheus-v2.53.2``): every one built first when ``build``, none unless all are built."""
+    if build:
+        for component in PREVIOUS_RELEASE:
+            ensure_built(component, log=log)
+    if not previous_release_built():
+        return {}
+    return {
+        f"{name}-{component.name.rsplit('-', 1)[1]}": cached_bin_dir(component) / name
+        for component in PREVIOUS_RELEASE
+        for name in component.binaries
+    }
+
+
 def resolve_binaries(build: bool = True, log=print) -> dict[str, pathlib.Path]:
     """Map each binary name to its path, building what the cache lacks when ``build`` is true."""
     assets = assets_dir_from_env()
@@ -454,6 +523,7 @@ def resolve_binaries(build: bool = True, log=print) -> dict[str, pathlib.Path]:
     for component in COMPONENTS:
         for name in component.binaries:
             paths[name] = cached_bin_dir(component) / name
+    paths.update(previous_release_binaries())
     return paths
 
 

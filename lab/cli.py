@@ -150,6 +150,8 @@ def cmd_reboot(args: argparse.Namespace) -> int:
 def cmd_build(args: argparse.Namespace) -> int:
     if args.all:
         assets.build_all()
+    if args.previous:
+        assets.previous_release_binaries(build=True)
     binaries = assets.resolve_binaries(build=True)
     for name, path in binaries.items():
         print(f"{name:<25} {path}")
@@ -188,6 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("status", help="show the lab's processes, health and nodes").set_defaults(func=cmd_status)
     build = sub.add_parser("build", help="only build (or find) the binaries")
     build.add_argument("--all", action="store_true", help="also the older kube-schedulers the tests load configs in")
+    build.add_argument(
+        "--previous",
+        action="store_true",
+        help="also the previous release's images, which the upgrade test runs (make lifecycle)",
+    )
     build.set_defaults(func=cmd_build)
     reboot = sub.add_parser("reboot", help="simulate a node restart: kernel at power-on values, boot units run")
     reboot.add_argument("node")

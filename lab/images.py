@@ -220,6 +220,70 @@ IMAGES = (
 )
 
 
+# The previous release's (v0.1.0) images at the versions this release moved on from, which
+# test_upgrade.py converges for real before this release (lab/assets.py PREVIOUS_RELEASE builds
+# them; make lifecycle). Each runs its own build, named "<binary>-<version>" in the images dir; the
+# lab maps them only when every one of them is built (previous_available), so that none falls to
+# kwok half-way. barometer's collectd is the Debian build the current image runs too, as before.
+PREVIOUS_IMAGES = (
+    Image(
+        repository="quay.io/prometheus/prometheus",
+        tag="v2.53.2",
+        entrypoint=("prometheus",),
+        version="v2.53.2",
+        why="the previous release's Prometheus",
+        executables=(("prometheus", "prometheus-v2.53.2"),),
+    ),
+    Image(
+        repository="quay.io/prometheus-operator/prometheus-config-reloader",
+        tag="v0.85.0",
+        entrypoint=("prometheus-config-reloader",),
+        version="v0.85.0",
+        why="the previous release's reloader sidecar",
+        user="65534",
+        executables=(("prometheus-config-reloader", "prometheus-config-reloader-v0.85.0"),),
+    ),
+    Image(
+        repository="registry.k8s.io/nfd/node-feature-discovery",
+        tag="v0.17.3",
+        entrypoint=("nfd-master",),
+        version="v0.17.3",
+        why="the previous release's NFD (gRPC health on 8082, metrics on 8081)",
+        user="65534:65534",
+        executables=(("nfd-master", "nfd-master-v0.17.3"), ("nfd-worker", "nfd-worker-v0.17.3")),
+    ),
+    Image(
+        repository="registry.k8s.io/kube-state-metrics/kube-state-metrics",
+        tag="v2.13.0",
+        entrypoint=("kube-state-metrics",),
+        version="v2.13.0",
+        why="the previous release's kube-state-metrics",
+        executables=(("kube-state-metrics", "kube-state-metrics-v2.13.0"),),
+    ),
+    Image(
+        repository="docker.io/opnfv/barometer-collectd",
+        tag="stable",
+        # the previous release's command, /opt/collectd/sbin/collectd: its file name is the key
+        entrypoint=("collectd",),
+        version="5.12.0 (Debian bookworm's collectd-core; barometer builds collectd 5.12 from source)",
+        why="the previous release's default collectd image",
+        system_path="/usr/sbin/collectd",
+        also=(("python3", "/usr/bin/python3"),),
+    ),
+)
+
+
+def previous_available() -> bool:
+    """Whether the lab runs PREVIOUS_IMAGES: every build of the previous release is in the cache."""
+    from lab import assets
+
+    return assets.previous_release_built()
+
+
+def _mapped_images() -> tuple[Image, ...]:
+    return IMAGES + (PREVIOUS_IMAGES if previous_available() else ())
+
+
 def stress_images() -> dict[str, dict]:
     """The images whose containers' CPU use is what their stress-ng arguments ask for, by reference
     (as in the image map: the entrypoint the container's args follow)."""
@@ -264,7 +328,7 @@ def image_map() -> dict[str, dict]:
     """Every reference the lab's kubelet runs: the public ones (preloaded on the nodes, as an
     air-gapped site imports images) and the mirror's, which the kubelet pulls before it runs them
     (``pull``: through the registry API, with the pod's pull secrets)."""
-    found = {image.reference: image.to_json() for image in IMAGES}
+    found = {image.reference: image.to_json() for image in _mapped_images()}
     for image in IMAGES:
         if not image.addon:
             mirrored = f"{registry.MIRROR}/{registry.mirrored(image.repository)}:{image.tag}"

@@ -10,9 +10,10 @@ a mirror that rebuilds images cannot keep the public digests), and reports the i
 A pod without the secret cannot use those images (kubelet verifies pull credentials, on by default
 since 1.35), and the image list (poweraware.k8s.images) names what the converge deployed.
 
-It runs after every other lab test (conftest.py LATE_MODULES) and leaves the stack on the mirror, as
-an air-gapped site's stays: converging it back to the public images would only cost time before the
-lab is taken down.
+Marker lifecycle (make lifecycle; not in make test, for its time: the whole stack converged again
+through the mirror). It runs after every other lab test but the uninstall (conftest.py LATE_MODULES)
+and leaves the stack on the mirror, as an air-gapped site's stays: test_uninstall.py then removes it
+from there, the site's pull Secrets first (they are the user's).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from poweraware_testing import role_defaults, wait_until
 
 from lab.components import registry
 
-pytestmark = [pytest.mark.lab, pytest.mark.slow]
+pytestmark = [pytest.mark.lab, pytest.mark.lifecycle, pytest.mark.slow]
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 SECRET = "site-mirror"

@@ -176,3 +176,14 @@ def test_every_path_and_link_a_doc_gives_exists():
                 missing.append(f"{doc.relative_to(ROOT)}: link ({target}): no such heading in {file}")
     assert not missing, "paths the docs give that do not exist:\n" + "\n".join(missing)
     print(f"docs claims: {checked} paths and links checked")
+
+
+def test_the_tarball_the_docs_install_is_the_version_the_build_makes():
+    version = yaml.safe_load((ROOT / "galaxy.yml").read_text())["version"]
+    named = {
+        (doc.name, match)
+        for doc in DOCS
+        for match in re.findall(r"poweraware-k8s-([0-9][^\s/]*?)\.tar\.gz", doc.read_text())
+    }
+    assert named, "no doc names the tarball to install"
+    assert {v for _doc, v in named} == {version}, sorted(named)
