@@ -476,16 +476,27 @@ def previous_release_built() -> bool:
     return assets_dir_from_env() is None and all(cached_build_current(c) for c in PREVIOUS_RELEASE)
 
 
+def previous_version(component: GoBuild) -> str:
+    """The release tag a PREVIOUS_RELEASE build is named after (``nfd-v0.17.3``: ``v0.17.3``)."""
+    return component.name.rsplit("-", 1)[1]
+
+
+def previous_name(binary: str, version: str) -> str:
+    """A previous release's executable in the images dir: ``<binary>-<version>`` (``prometheus-v2.53.2``),
+    beside this release's ``prometheus``."""
+    return f"{binary}-{version}"
+
+
 def previous_release_binaries(build: bool = False, log=print) -> dict[str, pathlib.Path]:
-    """The previous release's executables by their name in the images dir, ``<binary>-<version>``
-    (``prometheus-v2.53.2``): every one built first when ``build``, none unless all are built."""
+    """The previous release's executables by their name in the images dir (``previous_name``): every
+    one built first when ``build``, none unless all are built."""
     if build:
         for component in PREVIOUS_RELEASE:
             ensure_built(component, log=log)
     if not previous_release_built():
         return {}
     return {
-        f"{name}-{component.name.rsplit('-', 1)[1]}": cached_bin_dir(component) / name
+        previous_name(name, previous_version(component)): cached_bin_dir(component) / name
         for component in PREVIOUS_RELEASE
         for name in component.binaries
     }

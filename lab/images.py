@@ -23,6 +23,7 @@ import os
 import pathlib
 import shutil
 
+from lab import assets
 from lab.components import registry
 from lab.pki import atomic_write
 
@@ -222,48 +223,33 @@ IMAGES = (
 
 # The previous release's (v0.1.0) images at the versions this release moved on from, which
 # test_upgrade.py converges for real before this release (lab/assets.py PREVIOUS_RELEASE builds
-# them; make lifecycle). Each runs its own build, named "<binary>-<version>" in the images dir; the
-# lab maps them only when every one of them is built (previous_available), so that none falls to
-# kwok half-way. barometer's collectd is the Debian build the current image runs too, as before.
+# them; make lifecycle). Each is this release's image of the same repository (entrypoint, user) at
+# the previous tag, its executables those of the build of that version, under the previous names
+# (assets.previous_name). The lab maps them only when every one of them is built
+# (previous_available), so that none falls to kwok half-way.
+def _previous(repository: str, tag: str) -> Image:
+    current = next(image for image in IMAGES if image.repository == repository)
+    build = next(c for c in assets.PREVIOUS_RELEASE if assets.previous_version(c) == tag)
+    return dataclasses.replace(
+        current,
+        tag=tag,
+        version=tag,
+        why="the previous release's, which test_upgrade.py converges before this release's",
+        executables=tuple((name, assets.previous_name(name, tag)) for name in build.binaries),
+    )
+
+
 PREVIOUS_IMAGES = (
-    Image(
-        repository="quay.io/prometheus/prometheus",
-        tag="v2.53.2",
-        entrypoint=("prometheus",),
-        version="v2.53.2",
-        why="the previous release's Prometheus",
-        executables=(("prometheus", "prometheus-v2.53.2"),),
-    ),
-    Image(
-        repository="quay.io/prometheus-operator/prometheus-config-reloader",
-        tag="v0.85.0",
-        entrypoint=("prometheus-config-reloader",),
-        version="v0.85.0",
-        why="the previous release's reloader sidecar",
-        user="65534",
-        executables=(("prometheus-config-reloader", "prometheus-config-reloader-v0.85.0"),),
-    ),
-    Image(
-        repository="registry.k8s.io/nfd/node-feature-discovery",
-        tag="v0.17.3",
-        entrypoint=("nfd-master",),
-        version="v0.17.3",
-        why="the previous release's NFD (gRPC health on 8082, metrics on 8081)",
-        user="65534:65534",
-        executables=(("nfd-master", "nfd-master-v0.17.3"), ("nfd-worker", "nfd-worker-v0.17.3")),
-    ),
-    Image(
-        repository="registry.k8s.io/kube-state-metrics/kube-state-metrics",
-        tag="v2.13.0",
-        entrypoint=("kube-state-metrics",),
-        version="v2.13.0",
-        why="the previous release's kube-state-metrics",
-        executables=(("kube-state-metrics", "kube-state-metrics-v2.13.0"),),
-    ),
+    _previous("quay.io/prometheus/prometheus", "v2.53.2"),
+    _previous("quay.io/prometheus-operator/prometheus-config-reloader", "v0.85.0"),
+    _previous("registry.k8s.io/nfd/node-feature-discovery", "v0.17.3"),
+    _previous("registry.k8s.io/kube-state-metrics/kube-state-metrics", "v2.13.0"),
+    # The previous release's default collectd image, which no build of ours stands for: the Debian
+    # collectd this release's image runs too, started by the previous command
+    # (/opt/collectd/sbin/collectd: its file name is the key); barometer's image has no USER.
     Image(
         repository="docker.io/opnfv/barometer-collectd",
         tag="stable",
-        # the previous release's command, /opt/collectd/sbin/collectd: its file name is the key
         entrypoint=("collectd",),
         version="5.12.0 (Debian bookworm's collectd-core; barometer builds collectd 5.12 from source)",
         why="the previous release's default collectd image",
@@ -275,8 +261,6 @@ PREVIOUS_IMAGES = (
 
 def previous_available() -> bool:
     """Whether the lab runs PREVIOUS_IMAGES: every build of the previous release is in the cache."""
-    from lab import assets
-
     return assets.previous_release_built()
 
 

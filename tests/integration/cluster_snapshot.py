@@ -36,6 +36,20 @@ TRANSIENT_KINDS = {"Event", "Lease", "Pod", "Endpoints", "EndpointSlice", "Repli
 OUR_MANAGERS = "poweraware"  # the field managers' prefix (poweraware, poweraware-power-models)
 
 
+def our_marks(meta) -> tuple[bool, list[str]]:
+    """(whether the object is labelled as the collection's, the collection's field managers that
+    wrote fields of it): an object with either is ours."""
+    labels = meta.labels or {}
+    labelled = (
+        labels.get("app.kubernetes.io/managed-by") == "poweraware.k8s"
+        or labels.get("app.kubernetes.io/part-of") == "poweraware"
+    )
+    managers = sorted(
+        {entry.manager for entry in meta.managedFields or [] if (entry.manager or "").startswith(OUR_MANAGERS)}
+    )
+    return labelled, managers
+
+
 def _copied_up(info: os.stat_result, host_path: str) -> bool:
     """A node's disk is the upper layer of an overlay on the machine's own /etc, /usr, /var ...
     (lab/node_init.py): a directory there with the same mode and owner as the machine's is one the

@@ -58,10 +58,9 @@ def _core(lab):
     return client.CoreV1Api(lab.api_client())
 
 
-def _repository(role: str, variable: str) -> str:
+def _repository(defaults: dict, variable: str) -> str:
     """The public repository of an image variable: the role's default, or, for an image the user
     builds (collectd's: the role's default is empty), the one the lab's inventory names."""
-    defaults = role_defaults(REPO_ROOT / "roles" / role / "defaults" / "main.yml")
     return defaults[variable] or LAB_INVENTORY_VARS[variable]
 
 
@@ -73,7 +72,7 @@ def _mirror_digests(lab) -> dict[str, str]:
         defaults = role_defaults(REPO_ROOT / "roles" / role / "defaults" / "main.yml")
         for variable in variables:
             tag = defaults[f"{variable}_tag"] or "v0.36.0"  # the descheduler's release for the lab's 1.36
-            key = f"{registry.MIRROR}/{registry.mirrored(_repository(role, variable))}:{tag}"
+            key = f"{registry.MIRROR}/{registry.mirrored(_repository(defaults, variable))}:{tag}"
             digests[f"{variable}_digest"] = served[key]
     return digests
 
@@ -201,6 +200,6 @@ def _variable_of(reference: str) -> str:
     for role, variables in IMAGES.items():
         defaults = role_defaults(REPO_ROOT / "roles" / role / "defaults" / "main.yml")
         for variable in variables:
-            if registry.mirrored(defaults[variable] or LAB_INVENTORY_VARS[variable]) == path:
+            if registry.mirrored(_repository(defaults, variable)) == path:
                 return variable
     raise AssertionError(f"{reference} is no image of the cluster stack")

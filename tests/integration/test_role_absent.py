@@ -25,7 +25,7 @@ import json
 import time
 
 import pytest
-from cluster_snapshot import MOVING_KINDS, OUR_MANAGERS, TRANSIENT_KINDS, _listed, node_files
+from cluster_snapshot import MOVING_KINDS, TRANSIENT_KINDS, _listed, node_files, our_marks
 from poweraware_testing import wait_until
 from site_run import run_site
 
@@ -67,13 +67,13 @@ def _objects(lab) -> dict[tuple, tuple]:
             continue
         if resource.kind == "APIService" and not (item.spec or {}).get("service"):
             continue  # served by the API server itself (a built-in or CRD group), registered and removed with it
-        ours = (
-            labels.get("app.kubernetes.io/managed-by") == "poweraware.k8s"
-            or labels.get("app.kubernetes.io/part-of") == "poweraware"
-            or any((entry.manager or "").startswith(OUR_MANAGERS) for entry in meta.managedFields or [])
-        )
+        labelled, managers = our_marks(meta)
         version = "" if resource.kind in MOVING_KINDS else meta.resourceVersion
-        found[(resource.group_version, resource.kind, meta.namespace or "", meta.name)] = (meta.uid, version, ours)
+        found[(resource.group_version, resource.kind, meta.namespace or "", meta.name)] = (
+            meta.uid,
+            version,
+            labelled or bool(managers),
+        )
     return found
 
 

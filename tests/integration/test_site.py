@@ -27,6 +27,7 @@ from cluster_snapshot import differences
 from kubernetes.utils import parse_quantity
 from poweraware_testing import documented_images, wait_until
 from site_run import run_site
+from test_air_gapped import LAB_INVENTORY_VARS
 
 from benchmarks import _specpower
 from lab.components import node_power
@@ -193,8 +194,7 @@ def test_every_deployed_image_is_pinned_by_digest_or_documented(site, api, lab):
     user's build (collectd's: the lab's user names it in the lab inventory without a digest, which
     its local registry would give on a push)."""
     unpinned = {repo for repo, (digest, _why) in documented_images().items() if digest == "none"}
-    built = yaml.safe_load((REPO_ROOT / "inventory" / "lab" / "group_vars" / "all" / "cluster_stack.yml").read_text())
-    unpinned.add(built["collectd_image"])
+    unpinned.add(LAB_INVENTORY_VARS["collectd_image"])
     seen, problems = set(), []
     for namespace in NAMESPACE_LEVELS:
         for pod in api["core"].list_namespaced_pod(namespace).items:

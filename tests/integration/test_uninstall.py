@@ -25,7 +25,7 @@ import json
 import time
 
 import pytest
-from cluster_snapshot import OUR_MANAGERS, TRANSIENT_KINDS, _listed, api_objects, node_files
+from cluster_snapshot import TRANSIENT_KINDS, _listed, api_objects, node_files, our_marks
 from poweraware_testing import wait_until
 from site_run import TIMINGS, run_site
 from test_air_gapped import NAMESPACES, SECRET
@@ -38,16 +38,9 @@ def _ours_left(lab) -> list[str]:
     left = []
     for resource, item in _listed(lab):
         meta = item.metadata
-        labels = meta.labels or {}
-        managers = {
-            entry.manager for entry in meta.managedFields or [] if (entry.manager or "").startswith(OUR_MANAGERS)
-        }
-        if (
-            labels.get("app.kubernetes.io/managed-by") == "poweraware.k8s"
-            or labels.get("app.kubernetes.io/part-of") == "poweraware"
-            or managers
-        ):
-            left.append(f"{resource.kind} {meta.namespace or ''}/{meta.name} {sorted(managers)}")
+        labelled, managers = our_marks(meta)
+        if labelled or managers:
+            left.append(f"{resource.kind} {meta.namespace or ''}/{meta.name} {managers}")
     return left
 
 
