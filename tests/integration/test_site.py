@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -176,15 +177,17 @@ NAMESPACE_LEVELS = {
     "custom-metrics": "restricted",
     "telemetry-aware-scheduling": "restricted",
 }
-# namespace/NetworkPolicy -> (ports admitted, peers admitted from, egress rules)
+# namespace/NetworkPolicy -> (ports admitted, peers admitted from, egress rules), with the control
+# plane named by port (poweraware_network_policy_control_plane: any, the default): "any" is a rule
+# without peers, and the first egress rule reaches the API server's ports at any address
 POLICIES = {
     "monitoring/collectd": (["metrics"], ["prometheus"], 0),
-    "monitoring/kube-state-metrics": (["http-metrics"], ["prometheus"], 2),
-    # the adapter, and the control-plane nodes for the power_models play (power models are on)
-    "monitoring/prometheus": (["http", "http"], ["ipBlock", "prometheus-adapter"], 4),
-    "custom-metrics/prometheus-adapter": (["https"], ["ipBlock"], 4),
-    "telemetry-aware-scheduling/telemetry-aware-scheduling": (["https"], ["ipBlock"], 2),
-    "node-feature-discovery/node-feature-discovery": ([], [], 2),
+    "monitoring/kube-state-metrics": (["http-metrics"], ["prometheus"], 1),
+    # the adapter, and the control plane for the power_models play (power models are on)
+    "monitoring/prometheus": (["http", "http"], ["any", "prometheus-adapter"], 3),
+    "custom-metrics/prometheus-adapter": (["https"], ["any"], 3),
+    "telemetry-aware-scheduling/telemetry-aware-scheduling": (["https"], ["any"], 1),
+    "node-feature-discovery/node-feature-discovery": ([], [], 1),
 }
 
 
@@ -231,8 +234,9 @@ def test_namespaces_enforce_pod_security_and_every_component_has_its_network_pol
     message = json.loads(refused.value.body)["message"]
     assert refused.value.status == 403 and 'violates PodSecurity "restricted:latest"' in message, message
 
-    endpoints = api["discovery"].read_namespaced_endpoint_slice("kubernetes", "default").endpoints
-    control_plane = {f"{a}/32" for e in endpoints for a in e.addresses}
+    api_ports = [p.port for p in api["discovery"].read_namespaced_endpoint_slice("kubernetes", "default").ports] + [
+        p.port for p in api["core"].read_namespaced_service("kubernetes", "default").spec.ports
+    ]
     for key, (ports, peers, egress_rules) in POLICIES.items():
         namespace, name = key.split("/")
         spec = api["networking"].read_namespaced_network_policy(name, namespace).spec
@@ -246,17 +250,14 @@ def test_namespaces_enforce_pod_security_and_every_component_has_its_network_pol
         }, key
         assert [p.port for rule in spec.ingress or [] for p in rule.ports] == ports, key
         sources = [
-            "ipBlock" if peer.ip_block else peer.pod_selector.match_labels["app.kubernetes.io/name"]
+            peer.pod_selector.match_labels["app.kubernetes.io/name"]
             for rule in spec.ingress or []
-            for peer in rule._from
-        ]
+            for peer in rule._from or []
+        ] + ["any" for rule in spec.ingress or [] if not rule._from]
         assert sorted(set(sources)) == sorted(peers), key
-        if "ipBlock" in peers:
-            blocks = {peer.ip_block.cidr for rule in spec.ingress for peer in rule._from if peer.ip_block}
-            assert blocks == control_plane, key
         assert len(spec.egress or []) == egress_rules, key
-        if egress_rules:  # the first rule reaches the API server at its endpoints
-            assert {peer.ip_block.cidr for peer in spec.egress[0].to} == control_plane, key
+        if egress_rules:  # the first rule reaches the API server's ports (endpoint and Service), anywhere
+            assert not spec.egress[0].to and [p.port for p in spec.egress[0].ports] == api_ports, key
 
     prometheus = (
         api["core"].list_namespaced_pod("monitoring", label_selector="app.kubernetes.io/name=prometheus").items[0]
@@ -273,6 +274,53 @@ def test_namespaces_enforce_pod_security_and_every_component_has_its_network_pol
     jobs = [job for job, _url, _health in got]
     # collectd on every node, the control plane's too (collectd_on_control_plane, as in the TAS demo)
     assert jobs.count("collectd") == 1 + len(lab.worker_nodes) and jobs.count("kube-state-metrics") == 1, got
+
+
+def test_the_control_plane_by_address_is_a_dry_run_away_and_a_wrong_source_changes_nothing(site, api, lab):
+    """poweraware_network_policy_control_plane: api_servers, as -e gives it (strings): a dry run of TAS
+    shows its policy admitting kube-scheduler from the API servers' addresses and the overlay's tunnel
+    address listed, and reaching the API server only at its endpoints and ClusterIP (the real API
+    server takes both in its server-side dry run); a source that is no CIDR stops the play before
+    anything changes."""
+    endpoints = api["discovery"].read_namespaced_endpoint_slice("kubernetes", "default").endpoints
+    control_plane = sorted(f"{a}/32" for e in endpoints for a in e.addresses)
+    before = (
+        api["networking"]
+        .read_namespaced_network_policy("telemetry-aware-scheduling", "telemetry-aware-scheduling")
+        .metadata.resource_version
+    )
+    tunnel = "10.244.0.1"  # where a Calico IPIP control-plane node's calls to a pod on another node come from
+    dry = run_site(
+        lab,
+        tags=["tas"],
+        check=True,
+        diff=True,
+        extra_vars={
+            "poweraware_network_policy_control_plane": "api_servers",
+            "poweraware_network_policy_control_plane_sources": tunnel,
+        },
+    )
+    assert dry.rc == 0 and dry.failed == 0, dry
+    for cidr in [*control_plane, f"{tunnel}/32", "10.96.0.1/32"]:
+        assert f'"cidr": "{cidr}"' in dry.stdout or f"cidr: {cidr}" in dry.stdout, (cidr, dry.stdout[-4000:])
+    wrong = run_site(
+        lab,
+        tags=["tas"],
+        extra_vars={
+            "poweraware_network_policy_control_plane": "api_servers",
+            "poweraware_network_policy_control_plane_sources": "10.244.0.1/16,tunl0",
+        },
+    )
+    assert wrong.rc != 0 and wrong.changed == 0, wrong
+    for part in (
+        "Nothing was changed: poweraware_network_policy_control_plane_sources item '10.244.0.1/16' has host bits "
+        "set: write '10.244.0.0/16'",
+        "item 'tunl0' is not a CIDR or an IP address",
+    ):
+        assert part in wrong.stdout, (part, wrong.stdout[-3000:])
+    after = api["networking"].read_namespaced_network_policy("telemetry-aware-scheduling", "telemetry-aware-scheduling")
+    assert after.metadata.resource_version == before and not after.spec.ingress[0]._from
+    print(f"PROOF control plane by address: a dry run admits {control_plane} and {tunnel}/32; a wrong source refused")
 
 
 def test_nfd_worker_on_every_simulated_worker(site, api, lab):
@@ -998,7 +1046,8 @@ def test_power_models_are_fitted_from_the_stacks_own_prometheus(site, api, lab):
     /proc/stat, which follows the load the meter draws power for; after a load sweep, site.yml's
     power_models play with no URL finds the stack's Prometheus by its Service, fits every worker
     from its range queries, and each fitted model is compared with the node's true SPECpower curve
-    (RMSE over the utilisation the sweep covered, in percent of the server's peak)."""
+    where the sweep measured it: its chord through the levels the meter held (RMSE over the
+    utilisation the sweep covered, within 3 % of the server's peak)."""
     from kubernetes.client.rest import ApiException
 
     core = api["core"]
@@ -1032,6 +1081,9 @@ def test_power_models_are_fitted_from_the_stacks_own_prometheus(site, api, lab):
 
     start = time.time()
     names: list[str] = []
+    # the meter's utilisation at the end of each level's hold: the points of the true curve the sweep
+    # measured
+    measured: dict[str, list[float]] = {w: [] for w in workers}
     try:
         for step in range(len(SWEEP_LEVELS)):
             for i, worker in enumerate(workers):
@@ -1047,6 +1099,9 @@ def test_power_models_are_fitted_from_the_stacks_own_prometheus(site, api, lab):
                     if previous in names:
                         core.delete_namespaced_pod(previous, "default", grace_period_seconds=0)
             time.sleep(SWEEP_HOLD_S)
+            simulated = lab.simulated_power()
+            for worker in workers:
+                measured[worker].append(simulated[worker]["util_percent"])
     finally:
         for name in names:
             try:
@@ -1085,19 +1140,39 @@ def test_power_models_are_fitted_from_the_stacks_own_prometheus(site, api, lab):
         server = servers[node.metadata.labels[node_power.SERVER_LABEL]]
         lo, hi = quality["util_min"], quality["util_max"]
         grid = [lo + (hi - lo) * k / 20 for k in range(21)]
-        rmse = math.sqrt(
-            sum((predict_power(model, u) - _specpower.true_power(server, u)) ** 2 for u in grid) / len(grid)
+        # What the sweep can show of the true curve: its chord through the levels the meter held. A
+        # blend of two neighbouring levels lies on it too; between the levels no sample says where
+        # the curve bends (spec-0110 rises 74 W from 50 to 60 %, 29.5 W off the 40-60 % chord), so
+        # the truth itself is printed, not judged (benchmarks/model_fit.py measures the knots).
+        points = sorted({(u, _specpower.true_power(server, u)) for u in measured[worker]})
+        chord = [_on_chord(points, u) for u in grid]
+        rmse_chord, rmse_true = (
+            math.sqrt(sum((predict_power(model, u) - ref) ** 2 for u, ref in zip(grid, refs, strict=True)) / len(grid))
+            for refs in (chord, [_specpower.true_power(server, u) for u in grid])
         )
-        errors[worker] = 100 * rmse / server.peak_w
+        errors[worker] = 100 * rmse_chord / server.peak_w
         rows.append(
             f"{worker}: {server.id} ({server.peak_w:.0f} W peak), {quality['samples']} samples over "
-            f"{lo:.0f}-{hi:.0f} % CPU, fit RMSE {quality['rmse_w']:.1f} W, against the true curve "
-            f"{rmse:.1f} W = {errors[worker]:.2f} % of peak"
+            f"{lo:.0f}-{hi:.0f} % CPU, fit RMSE {quality['rmse_w']:.1f} W; against the true curve's chord "
+            f"through the levels held ({', '.join(f'{u:.0f}' for u, _ in points)} %) {rmse_chord:.1f} W = "
+            f"{errors[worker]:.2f} % of peak, against the true curve {rmse_true:.1f} W = "
+            f"{100 * rmse_true / server.peak_w:.2f} %"
         )
     rows.insert(0, f"utilisation exported by collectd vs the meter's, steady: {steady}")
     rows.insert(1, f"utilisation as load-watcher reads it ({WATCHER_CPU}, percent) vs the meter's: {watcher}")
     print("PROOF power models fitted from the lab's Prometheus:\n  " + "\n  ".join(rows))
-    assert all(e <= 5.0 for e in errors.values()), rows
+    assert all(e <= 3.0 for e in errors.values()), rows
+
+
+def _on_chord(points: list[tuple[float, float]], u: float) -> float:
+    """The straight line through the (utilisation, watts) points at ``u``; the end points' watts
+    outside them."""
+    if u <= points[0][0]:
+        return points[0][1]
+    for (u0, w0), (u1, w1) in itertools.pairwise(points):
+        if u <= u1:
+            return w0 + (w1 - w0) * (u - u0) / (u1 - u0)
+    return points[-1][1]
 
 
 # Issue 18 item 9: upstream Peaks as a second scheduler, which the site converge deploys (site_run.py)
@@ -1119,6 +1194,20 @@ def _watcher_cpu(lab, core) -> tuple[int, dict[str, float]]:
                 cpu[node] = metric["value"]
                 break
     return served["timestamp"], cpu
+
+
+# Peaks' collector fetches load-watcher's figures every 30 s (scheduler-plugins v0.33.5
+# pkg/trimaran/collector.go, metricsUpdateIntervalSeconds), and load-watcher refreshes its own about
+# once a minute (load-watcher v0.2.4 pkg/watcher: a fetch, then a minute's sleep): figures 31 to 50 s
+# old are the ones Peaks holds too, until load-watcher's next refresh. Younger ones may not have
+# reached Peaks yet (while the sweep's load fades, they can name another best node).
+PEAKS_HOLDS_S = (31, 50)
+
+
+def _watcher_cpu_peaks_holds(lab, core):
+    """``_watcher_cpu`` once Peaks holds the same figures (PEAKS_HOLDS_S), else None."""
+    stamp, cpu = _watcher_cpu(lab, core)
+    return PEAKS_HOLDS_S[0] <= time.time() - stamp <= PEAKS_HOLDS_S[1] and (stamp, cpu)
 
 
 def _peaks_jumps(models: dict, cpu: dict, capacity: dict, request_m: int) -> dict[str, float]:
@@ -1154,7 +1243,9 @@ def _peaks_decides(lab, core, models, capacity, bind):
     figures held), the proof's rows, how many workers have a jump, and the last ``extra``."""
     rows = []
     for attempt in range(3):
-        before = _watcher_cpu(lab, core)
+        before = wait_until(
+            lambda: _watcher_cpu_peaks_holds(lab, core), 90, "Peaks to hold load-watcher's figures", interval=1
+        )
         node, label, extra = bind(attempt)
         after = _watcher_cpu(lab, core)
         jumps = [_peaks_jumps(models, cpu, capacity, PEAKS_POD_CPU_M) for _stamp, cpu in (before, after)]
