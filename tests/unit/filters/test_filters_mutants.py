@@ -77,7 +77,13 @@ def raises(call, message):
 @pytest.mark.parametrize(
     ("module", "names"),
     [
-        (f_peers, {"api_server_peers": "api_server_peers"}),
+        (
+            f_peers,
+            {
+                "api_server_peers": "api_server_peers",
+                "network_policy_control_plane_errors": "network_policy_control_plane_errors",
+            },
+        ),
         (f_lifetime, {"certificate_lifetime_errors": "certificate_lifetime_errors"}),
         (f_renewal, {"certificate_renewal_due": "certificate_renewal_due"}),
         (
@@ -142,7 +148,13 @@ def test_api_server_peers_passes_a_list_and_the_service_on(stub):
     assert f_peers.api_server_peers((SLICE,), SERVICE) == "result"
     assert f_peers.api_server_peers(None) == "result"
     assert f_peers.api_server_peers([SLICE], {}) == "result"
-    assert peers.calls == [(([SLICE], SERVICE), {}), (([], None), {}), (([SLICE], None), {})]
+    assert f_peers.api_server_peers([SLICE], SERVICE, "api_servers", "10.0.0.1") == "result"
+    assert peers.calls == [
+        (([SLICE], SERVICE, "any", None), {}),
+        (([], None, "any", None), {}),
+        (([SLICE], None, "any", None), {}),
+        (([SLICE], SERVICE, "api_servers", "10.0.0.1"), {}),
+    ]
     assert isinstance(peers.calls[0][0][0], list)
 
 

@@ -72,14 +72,14 @@ STUBS: dict[str, dict] = {
         "_peaks_config_yaml": "kind: KubeSchedulerConfiguration\n",
         "_peaks_load_watcher_image_reference": "registry.example/load-watcher:v0.2.4",
         "_peaks_prometheus_url": "http://prometheus.monitoring.svc:9090",
-        "_common_api_server": {"egress": [], "ingress_from": [{"ipBlock": {"cidr": "10.0.0.1/32"}}], "errors": []},
+        "_common_api_server": {"egress": [], "ingress": {"from": [{"ipBlock": {"cidr": "10.0.0.1/32"}}]}, "errors": []},
     },
     "prometheus": {
         "_prometheus_reloader_image_reference": "quay.io/prometheus-operator/prometheus-config-reloader:v0.92.0",
         "_prometheus_target_namespace": "monitoring",
         "_prometheus_scrape_configs_text": "- job_name: x\n",
         "_prometheus_ns": "monitoring",
-        "_common_api_server": {"egress": [], "ingress_from": [{"ipBlock": {"cidr": "10.0.0.1/32"}}], "errors": []},
+        "_common_api_server": {"egress": [], "ingress": {"from": [{"ipBlock": {"cidr": "10.0.0.1/32"}}]}, "errors": []},
     },
     "prometheus_adapter": {
         "_prometheus_adapter_checksum": "c0ffee",
