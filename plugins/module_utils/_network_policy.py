@@ -45,7 +45,7 @@ def api_server_peers(endpoint_slices, service, mode="any", extra_sources=()):
     without its ports (``{}``: from anywhere), which each role completes with the port it serves.
     """
     errors = control_plane_errors(mode, extra_sources)
-    sources, _ = control_plane_sources(extra_sources)
+    sources = control_plane_sources(extra_sources)[0]
     addresses, ports = [], []
     for eps in endpoint_slices or []:
         for endpoint in eps.get("endpoints") or []:

@@ -1154,7 +1154,7 @@ def test_power_models_are_fitted_from_the_stacks_own_prometheus(site, api, lab):
         rows.append(
             f"{worker}: {server.id} ({server.peak_w:.0f} W peak), {quality['samples']} samples over "
             f"{lo:.0f}-{hi:.0f} % CPU, fit RMSE {quality['rmse_w']:.1f} W; against the true curve's chord "
-            f"through the levels held ({', '.join(f'{u:.0f}' for u, _ in points)} %) {rmse_chord:.1f} W = "
+            f"through the levels held ({', '.join(f'{u:.0f}' for u, _watts in points)} %) {rmse_chord:.1f} W = "
             f"{errors[worker]:.2f} % of peak, against the true curve {rmse_true:.1f} W = "
             f"{100 * rmse_true / server.peak_w:.2f} %"
         )
