@@ -23,7 +23,8 @@ import pytest
 import yaml
 from ansible_run import REPO_ROOT
 
-pytestmark = pytest.mark.lab
+# make lifecycle, not make test, for make test's time (45 s)
+pytestmark = [pytest.mark.lab, pytest.mark.lifecycle]
 
 SCENARIO = REPO_ROOT / "extensions" / "molecule" / "kind"
 NORMAL_USER = ["unshare", "--user", "--map-user=1000", "--map-group=1000"]

@@ -350,6 +350,8 @@ SMOKE_START, SMOKE_HOURS, SMOKE_SECONDS, SMOKE_PODS = 12_240_000.0, 12.0, 45.0, 
 COLLECTD_INTERVAL = 10.0  # collectd_interval's default, what the site deployed
 
 
+# make lifecycle, not make test, for make test's time (90 s)
+@pytest.mark.lifecycle
 def test_a_20_pod_live_replay_matches_the_simulator(lab, site, api, workers, deployed):
     """Every pod bound, most on the node the simulator picks for it (our extender as kube-scheduler
     weighs it: the default profile's scores plus 5 x 10 x its priority), and the workers' energy in

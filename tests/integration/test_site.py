@@ -276,6 +276,8 @@ def test_namespaces_enforce_pod_security_and_every_component_has_its_network_pol
     assert jobs.count("collectd") == 1 + len(lab.worker_nodes) and jobs.count("kube-state-metrics") == 1, got
 
 
+# make lifecycle, not make test, for make test's time
+@pytest.mark.lifecycle
 def test_the_control_plane_by_address_is_a_dry_run_away_and_a_wrong_source_changes_nothing(site, api, lab):
     """poweraware_network_policy_control_plane: api_servers, as -e gives it (strings): a dry run of TAS
     shows its policy admitting kube-scheduler from the API servers' addresses and the overlay's tunnel

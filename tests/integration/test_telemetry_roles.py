@@ -466,6 +466,8 @@ spec:
 """
 
 
+# make lifecycle, not make test, for make test's time (63 s)
+@pytest.mark.lifecycle
 def test_existing_mode_without_and_with_the_operator(lab, converged, tmp_path):
     from kubernetes import client, utils
     from kubernetes.client.rest import ApiException
