@@ -889,6 +889,8 @@ def test_the_power_demo_scales_out_on_node_power_and_back_in(site, api, lab):
     print(f"PROOF deschedule: pods on nodes TAS labelled {DEMO_POLICY}=violating, their affinity unmet: {evictable}")
 
 
+# make lifecycle, not make test, for make test's time (47-61 s)
+@pytest.mark.lifecycle
 def test_a_rotated_tas_ca_restarts_kube_scheduler_and_pods_still_go_through_tas(site, api, lab):
     """Every TAS certificate forced to renew at once (its CA deleted, as an operator rotates it):
     TAS gets a new serving pair and rolls; kube-scheduler, which reads the CA it trusts only at
