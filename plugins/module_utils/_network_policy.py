@@ -44,8 +44,7 @@ def api_server_peers(endpoint_slices, service, mode="any", extra_sources=()):
     endpoints (a list, or the comma-separated string ``-e`` gives). ``ingress`` is an ingress rule
     without its ports (``{}``: from anywhere), which each role completes with the port it serves.
     """
-    errors = control_plane_errors(mode, extra_sources)
-    sources = control_plane_sources(extra_sources)[0]
+    sources, errors = _judged(mode, extra_sources)
     addresses, ports = [], []
     for eps in endpoint_slices or []:
         for endpoint in eps.get("endpoints") or []:
@@ -91,6 +90,11 @@ def api_server_peers(endpoint_slices, service, mode="any", extra_sources=()):
 def control_plane_errors(mode, extra_sources):
     """What is wrong with ``poweraware_network_policy_control_plane`` and its sources, every problem
     named with the value and the fix (checked before anything changes, and again where used)."""
+    return _judged(mode, extra_sources)[1]
+
+
+def _judged(mode, extra_sources):
+    """``(sources, errors)``: the CIDRs of the sources, and every problem of the mode and sources."""
     errors = []
     if mode not in CONTROL_PLANE_MODES:
         errors.append(
@@ -106,7 +110,7 @@ def control_plane_errors(mode, extra_sources):
             f"control plane from every address: set {MODE_VARIABLE}: api_servers to admit only the API servers "
             "and these, or drop the sources"
         )
-    return errors
+    return sources, errors
 
 
 def control_plane_sources(value):
@@ -124,22 +128,18 @@ def control_plane_sources(value):
         ]
     cidrs, errors = [], []
     for item in value:
-        try:
-            network = ipaddress.ip_network(str(item), strict=True) if "/" in str(item) else None
-            cidr = str(network) if network else _host_cidr(item)
-        except ValueError as err:
-            cidr = None
-            if "host bits set" in str(err):
-                fixed = ipaddress.ip_network(str(item), strict=False)
-                errors.append(f"{SOURCES_VARIABLE} item {item!r} has host bits set: write {str(fixed)!r}")
-                continue
-        if cidr is None:
+        try:  # a bare address is its host prefix
+            network = ipaddress.ip_network(str(item), strict=False)
+        except ValueError:
             errors.append(
                 f"{SOURCES_VARIABLE} item {item!r} is not a CIDR or an IP address: write one such as "
                 "192.0.2.10/32 or 10.244.0.0/16"
             )
-        elif cidr not in cidrs:
-            cidrs.append(cidr)
+            continue
+        if ipaddress.ip_interface(str(item)).ip != network.network_address:
+            errors.append(f"{SOURCES_VARIABLE} item {item!r} has host bits set: write {str(network)!r}")
+        elif str(network) not in cidrs:
+            cidrs.append(str(network))
     return cidrs, errors
 
 
