@@ -344,6 +344,8 @@ def _with_metric(policy: dict, metric: str, labeling_target: int) -> dict:
     return out
 
 
+# make lifecycle, not make test, for make test's time (59 s)
+@pytest.mark.lifecycle
 def test_several_policies_in_one_run_and_the_readme_policy(converged, api, lab):
     """tas_policy_policies: the TAS README's policy as written is refused with the exact renaming and
     nothing is applied; renamed to a metric the lab serves, it is applied next to the power policy,

@@ -1,6 +1,8 @@
 """site.yml --check --diff on a cluster that has never seen the collection (docs/site.md, "Dry run").
 
-Runs first in the session (marker fresh_lab), on the lab as `make lab` starts it: the dry run must
+Runs first in the session (marker fresh_lab), on the lab as `make lab` starts it, in make lifecycle
+(not make test, for its time: 117 s in a CI run; the converged cluster's dry runs stay in make test,
+test_site.py's check mode and drift): the dry run must
 run to the end, print the whole plan (objects in namespaces and of CRDs the run would create are
 predicted and say so; steps that need an earlier change say why they are skipped) and write nothing:
 every node's files, its writable CPU sysfs attributes and every API object are the same afterwards.
@@ -16,7 +18,7 @@ from ansible_run import run_playbook
 from cluster_snapshot import api_objects, node_files, static_pods
 from conftest import REPO_ROOT
 
-pytestmark = [pytest.mark.timeout(900), pytest.mark.fresh_lab]
+pytestmark = [pytest.mark.timeout(900), pytest.mark.fresh_lab, pytest.mark.lifecycle]
 
 OUTPUT = REPO_ROOT / "tests" / "output" / "dry_run.json"
 
