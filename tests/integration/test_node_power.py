@@ -42,8 +42,8 @@ HOSTS = {
 # keeps the seven-host runs as they were.
 IDLE_HOST = "np-idle"
 FLEET = tuple(h for h in HOSTS if h != IDLE_HOST)
-# App QoS certificates do not depend on the kernel: two hosts of the fleet get them, the others
-# switch the role off as a user does on nodes without App QoS (poweraware_enable_appqos_certs) -
+# App QoS certificates do not depend on the kernel: two hosts of the fleet switch them on as a user
+# running an App QoS agent does (poweraware_enable_appqos_certs), the others keep the default (off) -
 # which each fleet run proves leaves those hosts without certificates.
 CERT_HOSTS = ("np-intel", "np-amd")
 CERT_FILES = ("ca", "appqos", "client")
@@ -104,7 +104,7 @@ class Hosts:
                     "kube_node": {
                         "hosts": {
                             n.name: {"ansible_host": n.address}
-                            | ({} if n.name in CERT_HOSTS else {"poweraware_enable_appqos_certs": False})
+                            | ({"poweraware_enable_appqos_certs": True} if n.name in CERT_HOSTS else {})
                             for n in self.node_list
                             if n.name in names
                         }
@@ -246,7 +246,7 @@ def test_check_mode_after_converge_changes_nothing(lab):
 
 
 def test_certificate_permissions(lab):
-    for host in set(FLEET) - set(CERT_HOSTS):  # the role switched off: nothing of it on the node
+    for host in set(FLEET) - set(CERT_HOSTS):  # the default, the role off: nothing of it on the node
         assert not (lab.disk(host) / "etc/certs").exists(), host
         assert not (lab.disk(host) / "etc/poweraware/pki").exists(), host
     for host in CERT_HOSTS:

@@ -45,6 +45,9 @@ ROLES = {
     # the certificate and key directories, and the parents the role made for them (removed when empty)
     "appqos_certs": ("etc/certs", "etc/poweraware"),
 }
+# Roles off by default: switched on for their test (converged first, then absent and converge with the
+# switch on), and removed again at its end, as the lab's user (switch off) had them.
+SWITCHED_ON = {"appqos_certs": {"poweraware_enable_appqos_certs": True}}
 
 
 # What the API server keeps for other objects, and deletes with them: a Service's ClusterIP
@@ -81,9 +84,22 @@ def _objects(lab) -> dict[tuple, tuple]:
 @pytest.mark.parametrize("role", list(ROLES))
 def test_a_roles_absent_removes_its_own_only_and_its_converge_brings_it_back(lab, site, role):
     assert site["converge"].rc == 0
+    switch = SWITCHED_ON.get(role, {})
+    if switch:
+        on = run_site(lab, tags=[role], extra_vars=switch)
+        assert on.rc == 0 and on.failed == 0 and on.changed > 0, on.stdout[-4000:]
+    try:
+        _absent_alone_and_back(lab, role, switch)
+    finally:
+        if switch:
+            off = run_site(lab, tags=[role], extra_vars={**switch, f"{role}_state": "absent"})
+            assert off.rc == 0 and off.failed == 0, off.stdout[-4000:]
+
+
+def _absent_alone_and_back(lab, role, switch):
     before, files_before = _objects(lab), node_files(lab)
     started = time.monotonic()
-    removed = run_site(lab, tags=[role], extra_vars={f"{role}_state": "absent"})
+    removed = run_site(lab, tags=[role], extra_vars={**switch, f"{role}_state": "absent"})
     removal_s = time.monotonic() - started
     assert removed.rc == 0 and removed.failed == 0, removed.stdout[-4000:]
     assert removed.changed > 0, role
@@ -107,7 +123,7 @@ def test_a_roles_absent_removes_its_own_only_and_its_converge_brings_it_back(lab
 
     # at once: a namespace it deleted may still be terminating, and the converge waits for it
     started = time.monotonic()
-    back = run_site(lab, tags=[role])
+    back = run_site(lab, tags=[role], extra_vars=switch)
     converge_s = time.monotonic() - started
     assert back.rc == 0 and back.failed == 0, back.stdout[-4000:]
     missing = sorted(gone - set(_objects(lab)))

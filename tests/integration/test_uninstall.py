@@ -48,7 +48,7 @@ def _lasting(objects: set[tuple]) -> set[tuple]:
     return {o for o in objects if o[1] not in TRANSIENT_KINDS}
 
 
-def uninstall_and_compare(lab, fresh) -> dict:
+def uninstall_and_compare(lab, fresh, extra_vars=None) -> dict:
     """``site.yml -e poweraware_state=absent``, then every difference from ``fresh`` at once (the
     ``problems``: what is left of ours, the manifest, the nodes' files, the API objects), with the run,
     its time and what was compared. test_upgrade.py uses it after an upgrade."""
@@ -56,7 +56,7 @@ def uninstall_and_compare(lab, fresh) -> dict:
 
     core = client.CoreV1Api(lab.api_client())
     started = time.monotonic()
-    removed = run_site(lab, extra_vars={"poweraware_state": "absent"})
+    removed = run_site(lab, extra_vars={**(extra_vars or {}), "poweraware_state": "absent"})
     seconds = time.monotonic() - started
     # the whole output beside the site's (tests/output): which task failed or took the time
     (TIMINGS.parent / "site-uninstall.log").write_text(removed.stdout + removed.stderr)
