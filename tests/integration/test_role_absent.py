@@ -45,6 +45,9 @@ ROLES = {
     # the certificate and key directories, and the parents the role made for them (removed when empty)
     "appqos_certs": ("etc/certs", "etc/poweraware"),
 }
+# What a role's absent alone leaves on no node (paths on the node): nfd-worker's feature file
+# directories, which the container runtime made for its mount.
+GONE_FROM_NODES = {"nfd": ("etc/kubernetes/node-feature-discovery",)}
 # Roles off by default: switched on for their test (converged first, then absent and converge with the
 # switch on), and removed again at its end, as the lab's user (switch off) had them.
 SWITCHED_ON = {"appqos_certs": {"poweraware_enable_appqos_certs": True}}
@@ -120,6 +123,13 @@ def _absent_alone_and_back(lab, role, switch):
         "node files outside the role's": outside[:20],
     }
     assert not any(problems.values()), (role, problems)
+    left = [
+        f"{node}:/{path}"
+        for node in [lab.control_plane_node, *lab.worker_nodes]
+        for path in GONE_FROM_NODES.get(role, ())
+        if (lab.node_disk(node) / path).exists()
+    ]
+    assert left == [], (role, left)
 
     # at once: a namespace it deleted may still be terminating, and the converge waits for it
     started = time.monotonic()
