@@ -44,27 +44,41 @@ PREVIOUS_RELEASE_CHOICES = {"collectd_image": "docker.io/opnfv/barometer-collect
 UPGRADE_CHOICES = {"poweraware_enable_appqos_certs": True}
 
 
-def previous_release() -> str:
-    """The newest release tag (``vX.Y.Z``) that is not this checkout's version."""
-    current = "v" + yaml.safe_load((REPO_ROOT / "galaxy.yml").read_text())["version"]
-    tags = subprocess.run(
-        ["git", "tag", "--list", "v[0-9]*", "--sort=-v:refname"],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    older = [t for t in tags if t != current]
-    assert older, f"no release tag other than {current} in this checkout (git fetch --tags)"
-    return older[0]
+def previous_release() -> tuple[str, str]:
+    """The newest release that is not this checkout's version: (its name, the git revision its
+    tarball is built from). Its tag (``vX.Y.Z``) when the checkout has tags; otherwise the commit that
+    released it into changelogs/changelog.yaml (the release step, docs/development.md), which every
+    clone has: a clone or fetch that leaves tags out still finds it."""
+    current = yaml.safe_load((REPO_ROOT / "galaxy.yml").read_text())["version"]
+
+    def git(*argv):
+        return subprocess.run(["git", *argv], cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout
+
+    tags = [t for t in git("tag", "--list", "v[0-9]*", "--sort=-v:refname").split() if t != f"v{current}"]
+    if tags:
+        return tags[0], tags[0]
+    changelog = yaml.safe_load((REPO_ROOT / "changelogs" / "changelog.yaml").read_text())
+    released = sorted(
+        (v for v in (changelog.get("releases") or {}) if v != current),
+        key=lambda v: tuple(int(part) for part in v.split(".")),
+    )
+    assert released, f"no release other than {current} in changelogs/changelog.yaml and no release tag"
+    version = released[-1]
+    # the oldest commit whose changelog names the release: the one that released it
+    commits = git("log", "--format=%H", "--reverse", "-S", f"  {version}:", "--", "changelogs/changelog.yaml").split()
+    assert commits, f"no commit released {version} into changelogs/changelog.yaml"
+    return f"v{version}", commits[0]
 
 
-def install_release(tag: str, where: pathlib.Path) -> pathlib.Path:
-    """The release built from its tag and installed as a user installs the tarball; its collections path."""
+def install_release(revision: str, where: pathlib.Path) -> pathlib.Path:
+    """The release built from its git revision and installed as a user installs the tarball; its
+    collections path."""
     src, dist, collections = where / "src", where / "dist", where / "collections"
     for path in (src, dist, collections):
         path.mkdir(parents=True)
-    archive = subprocess.run(["git", "archive", "--format=tar", tag], cwd=REPO_ROOT, capture_output=True, check=True)
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", revision], cwd=REPO_ROOT, capture_output=True, check=True
+    )
     subprocess.run(["tar", "-x", "-C", str(src)], input=archive.stdout, check=True)
     galaxy = str(pathlib.Path(sys.executable).parent / "ansible-galaxy")
 
@@ -107,8 +121,8 @@ def test_the_previous_release_upgrades_in_place_and_uninstalls_whole(lab, fresh,
     from poweraware_testing import wait_until
 
     site_vars = dict(prepare_site_vars(lab, tmp_path_factory))
-    tag = previous_release()
-    collections = install_release(tag, tmp_path / tag)
+    tag, revision = previous_release()
+    collections = install_release(revision, tmp_path / tag)
 
     started = time.monotonic()
     before = run_playbook(
