@@ -430,7 +430,9 @@ class Lab:
             + [(node.address, nodes.SSH_PORT, node.node_ip) for node in config.nodes]
             + [("127.0.0.1", registry.PORT, registry.ADDRESS)],
             [pki.SERVICE_CIDR],
-            [node.node_ip for node in config.nodes] + [registry.ADDRESS],
+            [registry.ADDRESS],
+            network_host(next(node for node in config.nodes if node.control_plane)),
+            [network_host(node) for node in config.nodes if not node.control_plane],
         )
         self._start(border)
         self.wait_for("the lab's network namespace", border.health, "network")
@@ -476,7 +478,7 @@ class Lab:
 
         images_dir = images.prepare_images_dir(binaries, paths.images)
         for node in config.nodes:
-            info = hosts.start(node.name, images_dir, self._kubelet_args(node), self._spawn_node)
+            info = hosts.start(node.name, images_dir, self._kubelet_args(node), self._spawn_node, self._in_lab_network)
             self.processes[f"node/{node.name}"] = info
             self._save_state("starting")
         hosts.write_ssh_files()
@@ -723,7 +725,9 @@ class Lab:
             log_path = self.paths.log(key)
             offset = log_path.stat().st_size if log_path.exists() else 0
             node = next(n for n in self.config.nodes if n.name == name)
-            self.processes[key] = hosts.start(name, self.paths.images, self._kubelet_args(node), self._spawn_node)
+            self.processes[key] = hosts.start(
+                name, self.paths.images, self._kubelet_args(node), self._spawn_node, self._in_lab_network
+            )
             hosts.write_ssh_files()
             self._save_state("running")
             with open(log_path, errors="replace") as handle:
@@ -808,8 +812,11 @@ class Lab:
 
 def pod_cidr(node: nodes.Node) -> str:
     """The node's share of the pod CIDR: 10.244.<the node address's last octet>.0/24."""
-    prefix = network.POD_CIDR.split(".")[:2]
-    return ".".join([*prefix, node.address.rsplit(".", 1)[-1], "0"]) + "/24"
+    return network.pod_cidr(node.address)
+
+
+def network_host(node: nodes.Node) -> network.Host:
+    return network.Host(node.name, node.node_ip, pod_cidr(node))
 
 
 def kubeadm_cluster_configuration() -> str:

@@ -1,7 +1,8 @@
 """The first process of a lab node: makes this machine look like one bare-metal Kubernetes node.
 
-``lab/nodes.py`` starts it as ``unshare --mount --uts --propagation private /usr/bin/python3
-node_init.py CONFIG``: it runs in a mount and UTS namespace of its own, with the node's system
+``lab/nodes.py`` starts it as ``unshare --mount --uts [--net] --propagation private /usr/bin/python3
+node_init.py CONFIG``: it runs in a mount and UTS namespace of its own (a worker in a network
+namespace of its own too), with the node's system
 interpreter (the one a fresh Debian server has), and only the standard library, because once the
 node's file system is in place nothing of the controller (its checkout, its virtualenv) is visible.
 
@@ -17,8 +18,10 @@ What it does, in order (each step idempotent, so a restart - ``lab reboot`` - bo
 4. the controller hidden: the checkout and the lab state directory are covered by empty tmpfs;
 5. identity: hostname, ``/etc/hosts``, the login user with its SSH key and passwordless sudo, the
    SSH host key (generated on first boot, kept on the node's disk);
-6. boot: every enabled unit of ``multi-user.target`` (``systemctl --boot``, lab/node_systemctl.py);
-7. services: ``sshd`` on the node's own address, and the static-pod runner on nodes that have one.
+6. network (a worker: it has a network namespace of its own): its address, routes and pod overlay
+   once the lab has cabled its ``eth0`` (lab/components/network.py);
+7. boot: every enabled unit of ``multi-user.target`` (``systemctl --boot``, lab/node_systemctl.py);
+8. services: ``sshd`` on the node's own address, and the static-pod runner on nodes that have one.
 
 It then supervises them: a service that exits is restarted (1 s back-off); SIGTERM stops them and
 ends the namespace, which takes every mount with it.
@@ -289,6 +292,35 @@ def services(cfg):
     return found
 
 
+def set_up_network(cfg, timeout=30.0):
+    """A worker's network, as its boot configures one (ifupdown, networkd): wait for its cable (the
+    lab plugs ``eth0`` in from the site's side once this process runs), then the addresses, routes
+    and overlay the lab wrote for it, and its sysctls. The control-plane node has none to do."""
+    network = cfg.get("network") or {}
+    if not network:
+        return
+    interface = network["interface"]
+    # sysfs shows the network devices of the namespace that mounted it: the node's /sys is this
+    # machine's, so its /sys/class/net (what `ip -d`, udev and Ansible's facts read) comes from a
+    # sysfs mounted here, in the node's own namespace.
+    own = pathlib.Path("/run/lab-sysfs")
+    own.mkdir(mode=0o700, exist_ok=True)
+    mount("sysfs", own, "sysfs", MS_NOSUID | MS_NODEV | MS_RDONLY)
+    for sub in ("class/net", "devices/virtual/net"):
+        bind(own / sub, pathlib.Path("/sys") / sub)
+    deadline = time.monotonic() + timeout
+    while subprocess.run(["ip", "link", "show", interface], capture_output=True, check=False).returncode != 0:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no {interface} within {timeout:.0f} s: the lab did not cable this node")
+        time.sleep(0.05)
+    for key, value in network["sysctls"].items():
+        pathlib.Path("/proc/sys", key).write_text(f"{value}\n")
+    for argv in network["commands"]:
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)}: {done.stderr.strip()}")
+
+
 def boot():
     # What systemd does at boot for multi-user.target, through the node's service manager.
     result = subprocess.run(["/usr/local/sbin/systemctl", "--boot"], capture_output=True, text=True, check=False)
@@ -305,6 +337,7 @@ def main(argv):
     set_up_homes(cfg)
     hide_controller(cfg)
     set_up_identity(cfg)
+    set_up_network(cfg)
     os.chdir("/")
     boot()
     stopping = []

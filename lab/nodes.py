@@ -1,4 +1,5 @@
-"""The lab's nodes as hosts: each one a mount and UTS namespace of this machine, reached over SSH.
+"""The lab's nodes as hosts: each one a mount and UTS namespace of this machine (a worker's with a
+network namespace of its own: lab/components/network.py), reached over SSH.
 
 A node is what Ansible sees on a bare-metal cluster: a host with its own address in 127.0.0.0/8
 (127.0.1.1 for the control plane, 127.0.1.1N for worker N), its own hostname, an sshd on that
@@ -37,6 +38,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 
 import yaml
 
@@ -92,6 +94,13 @@ def lab_node_ip(address: str) -> str:
 
 def node_address(index: int, control_plane: bool) -> str:
     return f"{ADDRESS_PREFIX}{1 if control_plane else 10 + index}"
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
 
 
 def _mnt_ns(pid: int) -> str | None:
@@ -200,7 +209,11 @@ class NodeHosts:
                     etc / "controller-manager.conf": ("system:kube-controller-manager", None),
                 }
             )
-        pki.write_kubeconfigs(cluster_pki, api_url, kubeconfigs)
+        # A worker reaches the API server at its advertise address, as `kubeadm join` writes its
+        # kubelet.conf; 127.0.0.1 is the control-plane node's own (kubeadm's single-node kubeconfigs).
+        port = urllib.parse.urlsplit(api_url).port
+        server = api_url if node.control_plane else f"https://{network.ADVERTISE_ADDRESS}:{port}"
+        pki.write_kubeconfigs(cluster_pki, server, kubeconfigs)
         kubelet_dir = disk / "var" / "lib" / "kubelet"
         kubelet_dir.mkdir(parents=True, exist_ok=True)
         # The kubelet API's serving certificate (lab/kubelet_api.py), from the cluster CA.
@@ -299,6 +312,25 @@ class NodeHosts:
             stat.unlink(missing_ok=True)
 
     # --- run ----------------------------------------------------------------------------------
+    def network_host(self, name: str) -> network.Host:
+        node = self.nodes[name]
+        return network.Host(name, node.node_ip, network.pod_cidr(node.address))
+
+    def _network(self, name: str) -> dict:
+        """How a worker configures its network at boot (lab/components/network.py): none for the
+        control-plane node, whose namespace is the lab's, nor for a host of its own in this
+        machine's namespace (no ``internal_address``)."""
+        node = self.nodes[name]
+        if node.control_plane or not node.internal_address:
+            return {}
+        gateway = next(n for n in self.nodes.values() if n.control_plane)
+        peers = [self.network_host(n) for n in self.nodes]
+        return {
+            "interface": network.NODE_INTERFACE,
+            "sysctls": network.NODE_SYSCTLS,
+            "commands": network.node_commands(self.network_host(name), gateway.node_ip, peers),
+        }
+
     def _config(self, name: str, images: pathlib.Path, kubelet_args: list[str] | None) -> pathlib.Path:
         node = self.nodes[name]
         hide = [str(REPO_ROOT), str(self.state_dir)]
@@ -317,22 +349,38 @@ class NodeHosts:
             "authorized_key": (self.ssh_dir / "id_ed25519.pub").read_text(),
             "cluster_hosts": {n.name: n.node_ip for n in self.nodes.values()},
             "kubelet": kubelet_args or [],
+            "network": self._network(name),
         }
         path = self.root(name) / "node.json"
         pki.atomic_write(path, json.dumps(config, indent=2) + "\n", 0o600)
         return path
 
     def start(
-        self, name: str, images: pathlib.Path, kubelet_args: list[str] | None, spawn, timeout: float = 30.0
+        self,
+        name: str,
+        images: pathlib.Path,
+        kubelet_args: list[str] | None,
+        spawn,
+        in_lab_network=None,
+        timeout: float = 30.0,
     ) -> dict:
-        """Boot the node; ``spawn(name, argv, log_path)`` starts a process and returns its record."""
+        """Boot the node; ``spawn(name, argv)`` starts a process in the lab's network and returns its
+        record, ``in_lab_network(argv)`` is the command line that runs ``argv`` there (a host of its
+        own in this machine's namespace, whose address is its own, has no cable: None)."""
         config = self._config(name, images, kubelet_args)
         kernel = self._start_kernel(name)
         # The node's own copy of its init: the node's Python runs it, nothing of the checkout.
         init = self.disk(name) / "usr" / "lib" / "poweraware-lab" / "node_init.py"
-        argv = ["unshare", "--mount", "--uts", "--propagation", "private", NODE_PYTHON, str(init), str(config)]
+        node = self.nodes[name]
+        # A worker is a host of its own on the site's network: a network namespace made at its boot,
+        # gone with its last process (the control-plane node's is the lab's: lab/components/network.py).
+        own_network = ["--net"] if self._network(name) else []
+        argv = ["unshare", "--mount", "--uts", *own_network, "--propagation", "private"]
+        argv += [NODE_PYTHON, str(init), str(config)]
         try:
             info = spawn(f"node/{name}", argv)
+            if own_network:  # its cable to the site's network; its init waits for it
+                self._cable(name, info["pid"], in_lab_network, timeout)
         except BaseException:
             self._stop_kernel(name, kernel)
             raise
@@ -348,6 +396,25 @@ class NodeHosts:
                 return info
             time.sleep(0.1)
         raise NodeError(f"node {name}: sshd did not answer on {node.address}:{SSH_PORT} within {timeout:.0f} s")
+
+    def _cable(self, name: str, pid: int, in_lab_network, timeout: float) -> None:
+        """Plug the worker into the site's network once its first process has its own namespace
+        (``unshare`` has made it when it has run the node's Python)."""
+        deadline = time.monotonic() + timeout
+        while _cmdline(pid)[:1] != [NODE_PYTHON]:
+            if not _alive(pid) or time.monotonic() > deadline:
+                raise NodeError(f"node {name} did not start its init; see its log")
+            time.sleep(0.01)
+        host = self.network_host(name)
+        # The near end of the last boot's cable goes with that boot's namespace, which the kernel
+        # frees in the background: a quick reboot can still find it.
+        subprocess.run(
+            in_lab_network(["ip", "link", "delete", network.cable_name(host)]), capture_output=True, check=False
+        )
+        for command in network.cable_commands(host, pid):
+            done = subprocess.run(in_lab_network(command), capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise NodeError(f"node {name}: cabling it failed: {' '.join(command)}: {done.stderr.strip()}")
 
     def _start_kernel(self, name: str, timeout: float = 15.0) -> dict:
         """Serve the node's tree through the kernel model (lab/components/node_kernel.py) at

@@ -1,7 +1,7 @@
 """kube-apiserver: flags as kubeadm sets them, with the aggregation layer: every address of the
-lab's network (127.0.0.1 for the control plane and the nodes, as kubeadm's kubeconfigs have it on a
-single control-plane node), advertised at the site address pods reach through the kubernetes
-Service."""
+control-plane node's network namespace (127.0.0.1 for the control plane and the control-plane node,
+as kubeadm's kubeconfigs have it on a single control-plane node), advertised at the site address
+the workers' kubelets reach it at and pods reach through the kubernetes Service."""
 
 from __future__ import annotations
 

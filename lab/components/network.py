@@ -1,20 +1,33 @@
-"""The lab's network: one network namespace for every process of the lab, and its border.
+"""The lab's network: the control-plane node's network namespace, the site's network beneath every
+node, the pod overlay between them, and the lab's border.
 
-Why a namespace of its own: kube-apiserver refuses loopback addresses in Endpoints and
+Why namespaces of its own: kube-apiserver refuses loopback addresses in Endpoints and
 EndpointSlices (``ValidateEndpointIP``), so pods with 127.x addresses could never be reached through
 a Service, Prometheus' endpointslice discovery or the aggregator's endpoint routing. The lab
-therefore runs etcd, the control plane and the nodes in one network namespace whose only interface
-to the outside would be ``lo``: there is none, so no packet can leave. Inside it:
+therefore runs etcd, the control plane and the nodes in network namespaces whose only way out is
+this process: no packet can leave. Inside:
 
-- the service CIDR is routed to ``lo`` as local addresses (AnyIP, the ``local`` route type), so the
-  lab's service proxy binds each ClusterIP;
+- the lab's own namespace is the control-plane node's: etcd, kube-apiserver, the controller
+  manager, kwok and the control-plane node's processes run there. Its bridge ``br0`` is the site's
+  network (``NODE_NETWORK``): it holds the control-plane node's InternalIP (10.0.1.1) and each
+  worker is cabled to it by a veth pair (``cable_commands``), as servers are to a switch;
+- every worker has a network namespace of its own (made when the node boots, gone when it stops):
+  ``eth0`` with its InternalIP (lab/nodes.py ``node_ip``), a default route to the control-plane
+  node, which carries the site's services (below), and its kubelet's pods;
+- the pods' network is an overlay, as flannel's VXLAN backend and Calico's VXLAN mode build it
+  (``overlay_commands``): each node has a VXLAN device ``flannel.1`` whose address is the network
+  address of the node's pod CIDR, and every other node's pod CIDR is routed through it. So a
+  node's connection to a pod on another node leaves through the tunnel and arrives from the
+  tunnel's address (10.244.N.0), not from the node's InternalIP: the source a NetworkPolicy sees
+  on Calico IPIP/VXLAN and flannel clusters. Pod to pod, the pods' own addresses arrive;
+- the service CIDR is routed to ``lo`` of the control-plane node's namespace as local addresses
+  (AnyIP, the ``local`` route type), where the lab's service proxy binds each ClusterIP; the
+  workers reach it through their default route;
 - the API server has a site address of its own, ``ADVERTISE_ADDRESS`` (a real control-plane node's
   address), that pods reach it at through 10.96.0.1:443;
-- each node has its own address on the cluster's network, 10.0.1.N (lab/nodes.py ``node_ip``): its
-  InternalIP, where its kubelet API and sshd listen, which pods and kube-apiserver reach;
 - each pod the lab's kubelet runs has a network namespace of its own joined by a veth pair
   (lab/kubelet_pods.py), its address in the node's share of ``POD_CIDR`` routed to its veth; the
-  lab's namespace forwards between them (``ip_forward``), as a node's does.
+  node forwards between them (``ip_forward``), as a node does.
 
 This process is the border (run with the controller's Python, standard library only):
 
@@ -26,13 +39,16 @@ This process is the border (run with the controller's Python, standard library o
   absolute-URI requests), which connects out from the machine's namespace as a bare-metal site's
   proxy does: the nodes' pip and apt reach the package registries through it, nothing else does.
 
-It creates the namespace (``unshare(CLONE_NEWNET)`` after binding the outside listeners), writes its
-ready file, and holds the namespace for the other processes, which join it with ``nsenter --net``.
+It creates the namespace (``unshare(CLONE_NEWNET)`` after binding the outside listeners), builds the
+bridge and the control-plane node's end of the overlay, writes its ready file, and holds the
+namespace for the other processes, which join it with ``nsenter --net``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import ipaddress
 import json
 import os
 import pathlib
@@ -48,8 +64,112 @@ POD_CIDR = "10.244.0.0/16"  # the lab kubelet's pods: 10.244.<node's last octet>
 KWOK_POD_CIDR = "10.245.0.0/16"  # pods kwok only pretends to run: addresses nothing answers on
 EGRESS_PROXY = ("10.0.0.1", 3128)
 ADVERTISE_ADDRESS = "10.0.0.2"  # kube-apiserver's --advertise-address: the kubernetes Service's endpoint
+# The site's network beneath the nodes: the bridge in the control-plane node's namespace, the
+# control-plane node's InternalIP its address (lab/nodes.py NODE_IP_PREFIX).
+NODE_NETWORK = "10.0.1.0/24"
+BRIDGE = "br0"
+NODE_INTERFACE = "eth0"
+# Jumbo frames beneath, as bare-metal clusters run them, so the overlay keeps the pods' 1500 bytes
+# (VXLAN over IPv4 costs 50 bytes: flannel's MTU rule).
+UNDERLAY_MTU = 9000
+OVERLAY_MTU = UNDERLAY_MTU - 50
+# flannel's VXLAN backend: its device name, VNI 1 and the Linux VXLAN port it uses (8472).
+OVERLAY_DEVICE = "flannel.1"
+OVERLAY_VNI = 1
+OVERLAY_PORT = 8472
+# What a worker sets at boot (Debian's systemd-sysctl: loose reverse-path filtering; a node routes
+# its pods' packets).
+NODE_SYSCTLS = {"net/ipv4/ip_forward": "1", "net/ipv4/conf/all/rp_filter": "2", "net/ipv4/conf/default/rp_filter": "2"}
 RELAY_BUFFER = 65536
 CONNECT_TIMEOUT = 10.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Host:
+    """A node on the site's network: its InternalIP and its share of ``POD_CIDR``."""
+
+    name: str
+    node_ip: str
+    pod_cidr: str
+
+    @property
+    def vtep(self) -> str:
+        """The address of its VXLAN device: its pod CIDR's network address (flannel's choice)."""
+        return str(ipaddress.ip_network(self.pod_cidr).network_address)
+
+    @property
+    def vtep_mac(self) -> str:
+        """Its VXLAN device's MAC: fixed, so every peer's forwarding entries are known before it boots
+        (flannel publishes each node's in a Node annotation; the lab's nodes are known up front)."""
+        return "0e:00:" + ":".join(f"{int(octet):02x}" for octet in self.node_ip.split("."))
+
+
+def pod_cidr(address: str) -> str:
+    """A node's share of the pod CIDR: 10.244.<the last octet of its address>.0/24."""
+    prefix = POD_CIDR.split(".")[:2]
+    return ".".join([*prefix, address.rsplit(".", 1)[-1], "0"]) + "/24"
+
+
+def overlay_commands(own: Host, underlay: str, peers: list[Host]) -> list[list[str]]:
+    """The node's end of the pod overlay, as flannel's VXLAN backend programs it: the device (no
+    learning: every peer is written), its address, and per peer a permanent neighbour entry for its
+    VXLAN address, a forwarding entry to its InternalIP and the route to its pod CIDR."""
+    device = OVERLAY_DEVICE
+    commands = [
+        ["ip", "link", "add", device, "address", own.vtep_mac, "mtu", str(OVERLAY_MTU), "type", "vxlan",
+         "id", str(OVERLAY_VNI), "local", own.node_ip, "dev", underlay, "dstport", str(OVERLAY_PORT), "nolearning"],
+        ["ip", "address", "add", f"{own.vtep}/32", "dev", device],
+        ["ip", "link", "set", device, "up"],
+    ]  # fmt: skip
+    for peer in peers:
+        if peer.name == own.name:
+            continue
+        commands += [
+            ["ip", "neigh", "replace", peer.vtep, "lladdr", peer.vtep_mac, "dev", device, "nud", "permanent"],
+            ["bridge", "fdb", "replace", peer.vtep_mac, "dev", device, "dst", peer.node_ip, "self", "permanent"],
+            ["ip", "route", "replace", peer.pod_cidr, "via", peer.vtep, "dev", device, "onlink"],
+        ]
+    return commands
+
+
+def node_commands(own: Host, gateway: str, peers: list[Host]) -> list[list[str]]:
+    """What a worker configures at boot in its own namespace, once its cable is in: its address on
+    the site's network, the default route (the site's services), and the overlay."""
+    prefix = ipaddress.ip_network(NODE_NETWORK).prefixlen
+    return [
+        ["ip", "link", "set", "lo", "up"],
+        ["ip", "link", "set", NODE_INTERFACE, "up"],
+        ["ip", "address", "add", f"{own.node_ip}/{prefix}", "dev", NODE_INTERFACE],
+        ["ip", "route", "add", "default", "via", gateway, "dev", NODE_INTERFACE],
+        *overlay_commands(own, NODE_INTERFACE, peers),
+    ]
+
+
+def cable_name(host: Host) -> str:
+    """The bridge's end of a worker's cable (an interface name has at most 15 characters)."""
+    return f"veth{host.node_ip.replace('.', '')[-8:]}"
+
+
+def cable_commands(host: Host, node_pid: int) -> list[list[str]]:
+    """Run in the control-plane node's namespace: a veth pair whose far end is ``eth0`` in the
+    namespace of the worker's first process, and whose near end is a port of the bridge."""
+    near = cable_name(host)
+    return [
+        ["ip", "link", "add", near, "mtu", str(UNDERLAY_MTU), "type", "veth",
+         "peer", "name", NODE_INTERFACE, "mtu", str(UNDERLAY_MTU), "netns", str(node_pid)],
+        ["ip", "link", "set", near, "master", BRIDGE, "up"],
+    ]  # fmt: skip
+
+
+def bridge_commands(gateway: Host, workers: list[Host]) -> list[list[str]]:
+    """The site's network in the control-plane node's namespace, and that node's end of the overlay."""
+    prefix = ipaddress.ip_network(NODE_NETWORK).prefixlen
+    return [
+        ["ip", "link", "add", BRIDGE, "mtu", str(UNDERLAY_MTU), "type", "bridge"],
+        ["ip", "address", "add", f"{gateway.node_ip}/{prefix}", "dev", BRIDGE],
+        ["ip", "link", "set", BRIDGE, "up"],
+        *overlay_commands(gateway, BRIDGE, [gateway, *workers]),
+    ]
 
 
 def netns_path(pid: int) -> str:
@@ -111,11 +231,20 @@ def component(
     forward: list[tuple[str, int, str]],
     local: list[str],
     addresses: list[str],
+    control_plane: Host,
+    workers: list[Host],
 ) -> LabProcess:
     """The border process; ``forward`` are the outside addresses relayed in (address, port, the
-    address inside), ``local`` the CIDRs routed to lo inside (Services), ``addresses`` the nodes'
-    own addresses inside."""
-    config = {"forward": forward, "local": local, "addresses": addresses, "ready_file": str(ready_file)}
+    address inside), ``local`` the CIDRs routed to lo inside (Services), ``addresses`` the site's
+    own addresses inside (the mirror's), ``control_plane`` the node whose namespace this is and
+    ``workers`` the nodes cabled to its bridge."""
+    config = {
+        "forward": forward,
+        "local": local,
+        "addresses": addresses,
+        "ready_file": str(ready_file),
+        "bridge": bridge_commands(control_plane, workers),
+    }
     config_path.write_text(json.dumps(config, indent=2) + "\n")
     return python_module("network", __name__, [str(config_path)], health=ready_file.exists)
 
@@ -236,6 +365,7 @@ class Border:
         commands += [
             ["ip", "route", "add", "local", cidr, "dev", "lo", "table", "local"] for cidr in self.config["local"]
         ]
+        commands += self.config["bridge"]
         own = [EGRESS_PROXY[0], ADVERTISE_ADDRESS, *self.config["addresses"]]
         commands += [["ip", "address", "add", f"{address}/32", "dev", "lo"] for address in own]
         for argv in commands:

@@ -289,15 +289,20 @@ def test_nodes_are_hosts_reached_over_ssh(lab):
 
 
 def test_the_lab_network_lets_nothing_out_but_the_sites_proxy(lab):
-    """Every lab process shares one network namespace that is not the controller's; from a node,
-    nothing outside is reachable (no route), peers resolve from /etc/hosts, cluster names do not
-    resolve on the host, and pip and apt name the site's egress proxy (the converges' pip installs
-    go through it)."""
+    """The control plane shares the control-plane node's network namespace, each worker has one of
+    its own, none is the controller's; from a node, nothing outside is reachable (no route beyond
+    the site's network), peers resolve from /etc/hosts, cluster names do not resolve on the host,
+    and pip and apt name the site's egress proxy (the converges' pip installs go through it)."""
     instance = cluster.Lab.from_state(lab.state_dir, log=lambda _msg: None)
     assert instance is not None
-    # The border made the namespace (its listeners stay in this machine's); everything else joined it.
-    namespaces = {os.readlink(f"/proc/{info['pid']}/ns/net") for info in instance.processes.values()}
-    assert len(namespaces) == 1 and os.readlink("/proc/self/ns/net") not in namespaces
+    # The border made the control-plane node's namespace (its listeners stay in this machine's);
+    # every other lab process joined it, but the workers, which made their own at boot.
+    namespaces = {name: os.readlink(f"/proc/{info['pid']}/ns/net") for name, info in instance.processes.items()}
+    workers = {f"node/{name}" for name in lab.worker_nodes}
+    shared = {ns for name, ns in namespaces.items() if name not in workers}
+    own = [namespaces[name] for name in sorted(workers)]
+    assert len(shared) == 1 and len(set(own)) == len(own) and not shared & set(own), namespaces
+    assert os.readlink("/proc/self/ns/net") not in set(namespaces.values())
     node = lab.worker_nodes[0]
     direct = lab.ssh(
         node, "python3 -c \"import socket; socket.create_connection(('198.51.100.7', 443), timeout=3)\"", check=False

@@ -694,3 +694,99 @@ def test_kubectl_top_and_a_cpu_hpa_read_the_kubelets_resource_metrics(lab, apis,
         f"PROOF kubectl top nodes: {[' '.join(r) for r in nodes_top]}; top pod: {' '.join(burner[0])}; "
         f"hpa: {described.stdout.strip()}"
     )
+
+
+PYTHON_IMAGE = "docker.io/library/python:3.12.14-slim-bookworm"  # mapped to the nodes' python3
+
+
+def test_calls_arrive_over_the_overlay_as_on_a_vxlan_cluster(lab, apis, namespace):
+    """The source addresses a NetworkPolicy engine sees (lab/components/network.py): the control
+    plane's call to a pod on a worker (kube-apiserver's proxy, as its aggregator calls the metrics
+    adapter) and a worker host's call arrive from the caller's tunnel address (``flannel.1``, its pod
+    CIDR's network address), a pod's from the pod's own address. Before, every node shared one
+    network namespace and no call crossed a tunnel."""
+    core, _apps, _rbac = apis
+    server_node, client_node = lab.worker_nodes[0], lab.worker_nodes[1]
+    server = {
+        "name": "web",
+        "image": PYTHON_IMAGE,
+        "command": ["python3", "-u", "-m", "http.server", "8080"],  # logs each client's address
+    }
+    client_script = "import sys, time, urllib.request; urllib.request.urlopen(sys.argv[1]).read(); time.sleep(3600)"
+    core.create_namespaced_pod(
+        namespace,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "web"},
+            "spec": {"nodeName": server_node, "containers": [server], "terminationGracePeriodSeconds": 0},
+        },
+    )
+    pod = wait_until(
+        lambda: (p := core.read_namespaced_pod("web", namespace)).status.phase == "Running" and p.status.pod_ip and p,
+        60,
+        "the web pod to run",
+    )
+    url = f"http://{pod.status.pod_ip}:8080/"
+
+    def callers() -> list[str]:
+        return [line.split(" ", 1)[0] for line in lab.pod_log(namespace, "web").splitlines() if '"GET /' in line]
+
+    def wait_for_caller(count: int) -> str:
+        return wait_until(lambda: len(found := callers()) >= count and found[count - 1], 30, f"call {count}")
+
+    # kube-apiserver on the control-plane node dials the pod itself
+    def proxied() -> bool:  # until the server listens (Running comes before its bind)
+        try:
+            return core.connect_get_namespaced_pod_proxy_with_path("web:8080", namespace, "", _preload_content=False)
+        except ApiException as exc:
+            assert exc.status == 503, exc  # the pod's address refused the connection: not up yet
+            return False
+
+    assert wait_until(proxied, 30, "kube-apiserver's proxy to the web pod").status == 200
+    control_plane_tunnel = "10.244.1.0"  # lab-control-plane's pod CIDR 10.244.1.0/24
+    assert wait_for_caller(1) == control_plane_tunnel
+
+    # a worker's host network (a host-network exporter, the kubelet)
+    lab.ssh(client_node, f"python3 -c \"import urllib.request; urllib.request.urlopen('{url}').read()\"")
+    client_ip = internal_ip(core, client_node)
+    client_tunnel = "10.244." + client_ip.rsplit(".", 1)[1] + ".0"
+    assert wait_for_caller(2) == client_tunnel
+
+    # a pod on another worker: its own address, no translation
+    core.create_namespaced_pod(
+        namespace,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "caller"},
+            "spec": {
+                "nodeName": client_node,
+                "containers": [
+                    {"name": "call", "image": PYTHON_IMAGE, "command": ["python3", "-c", client_script, url]}
+                ],
+                "terminationGracePeriodSeconds": 0,
+            },
+        },
+    )
+    caller = wait_until(
+        lambda: (p := core.read_namespaced_pod("caller", namespace)).status.pod_ip and p, 60, "the caller pod"
+    )
+    assert wait_for_caller(3) == caller.status.pod_ip
+
+    # each worker is a host of its own on the site's network: its eth0, its end of the overlay
+    found: dict[str, list[str]] = {}
+    for line in lab.ssh(client_node, "ip -4 -o address show").stdout.splitlines():
+        fields = line.split()
+        found.setdefault(fields[1], []).append(fields[3])
+    host = {name: cidrs for name, cidrs in found.items() if not name.startswith("cali")}  # its pods' veths
+    assert host == {"lo": ["127.0.0.1/8"], "eth0": [f"{client_ip}/24"], "flannel.1": [f"{client_tunnel}/32"]}, found
+    # and its sysfs lists them (Ansible's network facts and udev read /sys/class/net)
+    listed = set(lab.ssh(client_node, "ls /sys/class/net").stdout.split())
+    assert {name for name in listed if not name.startswith("cali")} == {"lo", "eth0", "flannel.1"}, listed
+    assert lab.ssh(client_node, "cat /sys/class/net/flannel.1/mtu").stdout.strip() == "8950"
+
+
+def internal_ip(core, node: str) -> str:
+    addresses = core.read_node(node).status.addresses
+    return next(a.address for a in addresses if a.type == "InternalIP")
