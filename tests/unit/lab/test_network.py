@@ -112,7 +112,7 @@ def add_pod(site, host: network.Host) -> int:
 
 
 def wait_for(peers: list[str]) -> str:
-    for _ in range(200):
+    for _attempt in range(200):
         if peers:
             return peers[0]
         threading.Event().wait(0.01)
