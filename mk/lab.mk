@@ -1,7 +1,8 @@
 # Local Kubernetes lab (docs/lab.md): etcd, kube-apiserver, kube-controller-manager, kube-scheduler
-# (as a static pod) and kwok nodes on 127.0.0.1. Binaries are built once from the Go module proxy
-# and cached per user; POWERAWARE_K8S_ASSETS or KUBEBUILDER_ASSETS names prebuilt ones instead.
-.PHONY: lab lab-down lab-status lab-build lab-logs
+# (as a static pod) and nodes that are hosts of their own, reached over SSH; `kubectl logs` reads a
+# pod's output as on any cluster. Binaries are built once from the Go module proxy and cached per
+# user; POWERAWARE_K8S_ASSETS or KUBEBUILDER_ASSETS names prebuilt ones instead.
+.PHONY: lab lab-down lab-status lab-build
 
 LAB_ARGS ?=
 
@@ -15,11 +16,6 @@ lab-down: venv
 
 lab-status: venv
 	$(BIN)/python -m lab status
-
-# make lab-logs POD=NAMESPACE/NAME [CONTAINER=name]: a pod's output, as kubelet keeps it on its node.
-lab-logs: venv
-	@test -n "$(POD)" || { echo "usage: make lab-logs POD=NAMESPACE/NAME [CONTAINER=NAME]" >&2; exit 2; }
-	$(BIN)/python -m lab logs $(POD) $(if $(CONTAINER),-c $(CONTAINER))
 
 lab-build: venv system-deps
 	$(BIN)/python -m lab build
