@@ -43,6 +43,8 @@ OPTIONAL_BINARIES = (
     "cri-streaming",
     "metrics-server",
     "prometheus-config-reloader",
+    "kube-proxy",
+    "coredns",
 )
 # Go's usual install place on these machines; PATH wins when it has a go.
 GO_FALLBACKS = ("/usr/local/go/bin/go",)
@@ -130,6 +132,25 @@ COMPONENTS = (
         packages=("k8s.io/kubernetes/cmd/kubeadm",),
         binaries=("kubeadm",),
         version_packages=KUBERNETES_VERSION_PACKAGES,
+    ),
+    # kube-proxy of the same release: the registry.k8s.io/kube-proxy image's /usr/local/bin/kube-proxy,
+    # which kubeadm's kube-proxy add-on runs on every node (lab/cluster.py runs `kubeadm init phase addon`).
+    GoBuild(
+        name="kube-proxy",
+        module="k8s.io/kubernetes",
+        packages=("k8s.io/kubernetes/cmd/kube-proxy",),
+        binaries=("kube-proxy",),
+        version_packages=KUBERNETES_VERSION_PACKAGES,
+    ),
+    # CoreDNS at the version kubeadm's DNS add-on deploys (the image's /coredns; its Makefile: go build
+    # of the module's main package, CGO_ENABLED=0, the commit stamped): the cluster's DNS, and the
+    # site's resolver the nodes' resolv.conf names (lab/components/site_dns.py).
+    GoBuild(
+        name="coredns",
+        module="github.com/coredns/coredns",
+        packages=("github.com/coredns/coredns",),
+        binaries=("coredns",),
+        output_name="coredns",
     ),
     GoBuild(
         name="etcd",

@@ -43,7 +43,6 @@ import yaml
 from lab import assets, fake_sysfs, images, nodes, pki
 from lab.api import Api, http_ok, insecure_context, node_ready
 from lab.components import (
-    cluster_dns,
     etcd,
     kube_apiserver,
     kube_controller_manager,
@@ -51,7 +50,8 @@ from lab.components import (
     network,
     node_power,
     registry,
-    service_proxy,
+    site_dns,
+    site_switch,
 )
 from lab.process import (
     STATE_ENV,
@@ -429,13 +429,20 @@ class Lab:
             [("127.0.0.1", config.port(name), "127.0.0.1") for name in RELAYED_PORTS]
             + [(node.address, nodes.SSH_PORT, node.node_ip) for node in config.nodes]
             + [("127.0.0.1", registry.PORT, registry.ADDRESS)],
-            [pki.SERVICE_CIDR],
-            [registry.ADDRESS],
-            network_host(next(node for node in config.nodes if node.control_plane)),
-            [network_host(node) for node in config.nodes if not node.control_plane],
+            [registry.ADDRESS, site_dns.ADDRESS],
         )
         self._start(border)
         self.wait_for("the lab's network namespace", border.health, "network")
+        self._cable_control_plane()
+        resolver = site_dns.component(
+            bin_dir,
+            paths.state_dir,
+            {node.name: node.node_ip for node in config.nodes},
+            lambda: network.netns_path(self.processes["network"]["pid"]),
+            config.control_plane,
+        )
+        self._start(resolver)
+        self.wait_for("the site's resolver", resolver.health, "site-dns")
         # The site's image mirror, filled as an air-gapped site fills one (lab/components/registry.py).
         registry.prepare(paths.state_dir, bin_dir)
         mirror = registry.component(bin_dir, paths.state_dir)
@@ -456,9 +463,6 @@ class Lab:
         self.wait_for("kube-apiserver /readyz", apiserver.health, "kube-apiserver")
         self._bind_cluster_admins()
         self._upload_kubeadm_config()
-        self._create_kube_dns_service()
-        self._start(service_proxy.component(config.api_url, paths.pki))
-        self._start(cluster_dns.component(config.api_url, paths.pki))
         kcm = kube_controller_manager.component(
             bin_dir, config.port("controller-manager"), paths.pki / "controller-manager.conf", lab_pki
         )
@@ -478,7 +482,7 @@ class Lab:
 
         images_dir = images.prepare_images_dir(binaries, paths.images)
         for node in config.nodes:
-            info = hosts.start(node.name, images_dir, self._kubelet_args(node), self._spawn_node, self._in_lab_network)
+            info = hosts.start(node.name, images_dir, self._kubelet_args(node), self._spawn_node, self._in_site_switch)
             self.processes[f"node/{node.name}"] = info
             self._save_state("starting")
         hosts.write_ssh_files()
@@ -493,8 +497,43 @@ class Lab:
         )
         # Pods are refused until the service-account controller has made `default` in a namespace.
         self.wait_for("the default service account", self._default_service_account, "kube-controller-manager")
+        self._kubeadm_addons()
         self._apply_addons()
         self._save_state("running")
+
+    def _kubeadm_addons(self) -> None:
+        """kubeadm init's addon phase, run as kubeadm runs it (`kubeadm init phase addon all`, the
+        lab's kubeadm against the lab's API server with the admin kubeconfig): kube-proxy's DaemonSet
+        on every node and CoreDNS behind the kube-dns Service, from kubeadm's own manifests; then
+        waited for, as everything after them (a pod's Service, its DNS) needs them."""
+        kubeadm = self.paths.bin / "kubeadm"
+        if not kubeadm.exists():
+            raise LabError(f"kubeadm's add-ons: no {kubeadm} (the lab's kubeadm build)")
+        config_file = self.paths.state_dir / "kubeadm-init.yaml"
+        pki.atomic_write(config_file, kubeadm_init_configuration(self.config), 0o600)
+        command = [str(kubeadm), "init", "phase", "addon", "all", f"--config={config_file}"]
+        done = subprocess.run(
+            [*command, f"--kubeconfig={self.paths.kubeconfig}"], capture_output=True, text=True, check=False
+        )
+        if done.returncode != 0:
+            raise LabError(f"{' '.join(command)} failed: {(done.stderr or done.stdout).strip()}")
+        self.wait_for("kube-proxy on every node", self._kube_proxy_ready, None, timeout=max(120.0, self.config.timeout))
+        self.wait_for("CoreDNS", self._coredns_available, None, timeout=max(120.0, self.config.timeout))
+
+    def _kube_proxy_ready(self) -> bool:
+        try:
+            status = self.api().get("/apis/apps/v1/namespaces/kube-system/daemonsets/kube-proxy").get("status") or {}
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
+        return status.get("numberReady", 0) == status.get("desiredNumberScheduled", -1) == len(self.config.nodes)
+
+    def _coredns_available(self) -> bool:
+        try:
+            found = self.api().get("/apis/apps/v1/namespaces/kube-system/deployments/coredns")
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
+        wanted = (found.get("spec") or {}).get("replicas", 1)
+        return (found.get("status") or {}).get("availableReplicas", 0) >= wanted
 
     def _apply_addons(self) -> None:
         """The cluster add-ons a kubeadm cluster is given after `kubeadm init` (ADDONS), applied as
@@ -547,8 +586,8 @@ class Lab:
             f"--node-ip={node.node_ip}",
             f"--image-map=/usr/lib/poweraware-lab/images/{images.MAP_FILE}",
             f"--pod-cidr={pod_cidr(node)}",
-            f"--cluster-dns={cluster_dns.DNS_IP}",
-            f"--cluster-domain={cluster_dns.CLUSTER_DOMAIN}",
+            f"--cluster-dns={network.DNS_IP}",
+            f"--cluster-domain={network.CLUSTER_DOMAIN}",
         ]
 
     def _bind_cluster_admins(self) -> None:
@@ -595,26 +634,24 @@ class Lab:
         pki.atomic_write(self.paths.pki / f"{stem}.crt", base64.b64decode(user["client-certificate-data"]))
         pki.atomic_write(self.paths.pki / f"{stem}.key", base64.b64decode(user["client-key-data"]), 0o600)
 
-    def _create_kube_dns_service(self) -> None:
-        # kubeadm's DNS add-on reserves the tenth address of the service CIDR, the one every
-        # kubelet's clusterDNS names; the lab's cluster DNS serves it (lab/components/cluster_dns.py).
-        body = {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {
-                "name": "kube-dns",
-                "namespace": "kube-system",
-                "labels": {"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS"},
-            },
-            "spec": {
-                "clusterIP": cluster_dns.DNS_IP,
-                "ports": [
-                    {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
-                    {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53},
-                ],
-            },
-        }
-        self._create(self.api(), "/api/v1/namespaces/kube-system/services", body, "Service kube-system/kube-dns")
+    def _cable_control_plane(self) -> None:
+        """The site's switch (lab/components/site_switch.py), and the control-plane node's cable to
+        it: its ``eth0`` in the border's namespace, its address, routes and end of the overlay."""
+        switch = site_switch.component(self.paths.state_dir / "site-switch.ready")
+        self._start(switch)
+        self.wait_for("the site's switch", switch.health, "site-switch")
+        own = network_host(next(node for node in self.config.nodes if node.control_plane))
+        workers = [network_host(node) for node in self.config.nodes if not node.control_plane]
+        border = self.processes["network"]["pid"]
+        commands = [self._in_site_switch(argv) for argv in network.cable_commands(own, border)]
+        commands += [self._in_lab_network(argv) for argv in network.control_plane_commands(own, workers)]
+        for argv in commands:
+            done = subprocess.run(argv, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise LabError(f"cabling the control-plane node: {' '.join(argv)}: {done.stderr.strip()}")
+
+    def _in_site_switch(self, argv: list[str]) -> list[str]:
+        return network.enter_argv(self.processes["site-switch"]["pid"]) + argv
 
     def _in_lab_network(self, argv: list[str]) -> list[str]:
         border = self.processes.get("network")
@@ -726,7 +763,7 @@ class Lab:
             offset = log_path.stat().st_size if log_path.exists() else 0
             node = next(n for n in self.config.nodes if n.name == name)
             self.processes[key] = hosts.start(
-                name, self.paths.images, self._kubelet_args(node), self._spawn_node, self._in_lab_network
+                name, self.paths.images, self._kubelet_args(node), self._spawn_node, self._in_site_switch
             )
             hosts.write_ssh_files()
             self._save_state("running")
@@ -837,7 +874,7 @@ def kubeadm_cluster_configuration() -> str:
         "kind": "ClusterConfiguration",
         "kubernetesVersion": assets.kubernetes_version(),
         "networking": {
-            "dnsDomain": cluster_dns.CLUSTER_DOMAIN,
+            "dnsDomain": network.CLUSTER_DOMAIN,
             "podSubnet": network.POD_CIDR,
             "serviceSubnet": pki.SERVICE_CIDR,
         },
@@ -845,6 +882,31 @@ def kubeadm_cluster_configuration() -> str:
         "scheduler": {},
     }
     return yaml.safe_dump(doc, default_flow_style=False, sort_keys=True)
+
+
+def kubeadm_init_configuration(config: LabConfig) -> str:
+    """What `kubeadm init --config` would have been given for this cluster: the InitConfiguration
+    (the API server's advertise address and port, which kube-proxy's kubeconfig names), the uploaded
+    ClusterConfiguration, and a KubeProxyConfiguration that leaves nf_conntrack_max alone
+    (``conntrack.maxPerCore: 0``, as kind sets it: the sysctl is read-only outside the host's own
+    network namespace, and every lab node has one of its own)."""
+    init = {
+        "apiVersion": "kubeadm.k8s.io/v1beta4",
+        "kind": "InitConfiguration",
+        "localAPIEndpoint": {"advertiseAddress": network.ADVERTISE_ADDRESS, "bindPort": config.port("apiserver")},
+        "nodeRegistration": {
+            "name": config.control_plane,
+            "criSocket": "unix:///var/run/containerd/containerd.sock",
+            "taints": [{"key": CONTROL_PLANE_LABEL, "effect": "NoSchedule"}],
+        },
+    }
+    proxy = {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "conntrack": {"maxPerCore": 0},
+    }
+    documents = [yaml.safe_dump(init, sort_keys=True), kubeadm_cluster_configuration(), yaml.safe_dump(proxy)]
+    return "---\n".join(documents)
 
 
 def scheduler_manifest(config: LabConfig) -> str:

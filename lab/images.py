@@ -197,6 +197,29 @@ IMAGES = (
         user="65534",
         addon=True,
     ),
+    # kubeadm's own add-ons (`kubeadm init phase addon all`, as `kubeadm init` applies them): the
+    # Services' data path on every node, and the cluster DNS.
+    Image(
+        repository="registry.k8s.io/kube-proxy",
+        tag="v1.36.3",
+        # the image has no ENTRYPOINT; kubeadm's DaemonSet runs /usr/local/bin/kube-proxy --config=...
+        entrypoint=("kube-proxy",),
+        version="v1.36.3",
+        why="Services as a kubeadm cluster has them: kube-proxy (iptables mode) on every node DNATs a "
+        "ClusterIP to an endpoint, so the endpoint sees the client pod's own address",
+        addon=True,
+    ),
+    Image(
+        repository="registry.k8s.io/coredns/coredns",
+        tag="v1.14.2",
+        # Dockerfile: USER nonroot (65532), ENTRYPOINT ["/coredns"]; kubeadm's Deployment gives -conf
+        entrypoint=("coredns",),
+        version="v1.14.2",
+        why="the cluster DNS kubeadm deploys (Service kube-system/kube-dns, 10.96.0.10), whose pods the "
+        "roles' DNS egress rules admit by their k8s-app: kube-dns label",
+        user="65532",
+        addon=True,
+    ),
     Image(
         repository="docker.io/alexeiled/stress-ng",
         tag="0.12.05",

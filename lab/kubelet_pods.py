@@ -1007,7 +1007,10 @@ def sandbox_plan(interface: str, pod_ip: str, holder_pid: int) -> list[tuple[str
     """The ``ip`` commands that wire a pod's namespace (held by ``holder_pid``) to the node's, each
     with where it runs (``node`` or ``pod``): a veth pair, the pod's address on ``eth0``, a /32
     route to it on the node, and the pod's default route via ``POD_GATEWAY``, an address of the
-    node's end (Calico answers for it by proxy ARP instead; the routes are the same)."""
+    node's end (Calico answers for it by proxy ARP instead; the routes are the same); and the
+    sandbox sysctls containerd 2 sets by default (``enable_unprivileged_ports``,
+    ``enable_unprivileged_icmp``): a non-root container binds ports below 1024 in its pod's own
+    namespace (CoreDNS, USER 65532, on :53) and pings."""
     return [
         ("node", ["ip", "link", "add", interface, "type", "veth", "peer", "name", "eth0", "netns", str(holder_pid)]),
         ("node", ["ip", "link", "set", interface, "up"]),
@@ -1018,6 +1021,8 @@ def sandbox_plan(interface: str, pod_ip: str, holder_pid: int) -> list[tuple[str
         ("pod", ["ip", "address", "add", f"{pod_ip}/32", "dev", "eth0"]),
         ("pod", ["ip", "route", "add", POD_GATEWAY, "dev", "eth0", "scope", "link"]),
         ("pod", ["ip", "route", "add", "default", "via", POD_GATEWAY, "dev", "eth0"]),
+        ("pod", ["sysctl", "-q", "-w", "net.ipv4.ip_unprivileged_port_start=0"]),
+        ("pod", ["sysctl", "-q", "-w", "net.ipv4.ping_group_range=0 2147483647"]),
     ]
 
 

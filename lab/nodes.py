@@ -43,7 +43,7 @@ import urllib.parse
 import yaml
 
 from lab import fake_procfs, fake_sysfs, pki, process
-from lab.components import network
+from lab.components import network, site_dns
 
 LAB_DIR = pathlib.Path(__file__).resolve().parent
 REPO_ROOT = LAB_DIR.parent
@@ -246,17 +246,18 @@ class NodeHosts:
     def _write_site_network_files(disk: pathlib.Path) -> None:
         """What a site configures on its hosts: the resolver, and the egress proxy for packages.
 
-        The lab's network has no route out (lab/components/network.py), so there is no site
-        resolver to name: a node resolves from /etc/hosts (every node is there), and pip and apt
-        reach the package registries through the lab's egress proxy, which resolves outside - as on
-        a site whose hosts reach the internet only through a proxy. Cluster names do not resolve on
-        a node, as on kubeadm hosts whose resolver is the site's: only pods whose ``dnsPolicy``
-        gives them the cluster DNS resolve ``*.svc.cluster.local`` (lab/kubelet_pods.py)."""
+        The site's resolver (lab/components/site_dns.py) knows the site's hosts and nothing outside
+        (nothing can be reached outside the lab's network); pip and apt reach the package registries
+        through the lab's egress proxy, which resolves outside - as on a site whose hosts reach the
+        internet only through a proxy. Cluster names do not resolve on a node, as on kubeadm hosts
+        whose resolver is the site's: only pods whose ``dnsPolicy`` gives them the cluster DNS
+        resolve ``*.svc.cluster.local`` (lab/kubelet_pods.py); kubeadm's CoreDNS forwards the rest
+        to this resolver, as it forwards to a node's resolv.conf."""
         etc = disk / "etc"
         pki.atomic_write(
             etc / "resolv.conf",
-            "# The lab has no site resolver (nothing can be reached outside the lab's network): names\n"
-            "# resolve from /etc/hosts; pip and apt go through the site's proxy (/etc/pip.conf, apt.conf.d).\n"
+            f"# The site's resolver: the site's hosts; pip and apt go through the site's proxy.\n"
+            f"nameserver {site_dns.ADDRESS}\n"
             "options timeout:1 attempts:1\n",
             0o644,
         )
@@ -361,12 +362,13 @@ class NodeHosts:
         images: pathlib.Path,
         kubelet_args: list[str] | None,
         spawn,
-        in_lab_network=None,
+        in_site_switch=None,
         timeout: float = 30.0,
     ) -> dict:
         """Boot the node; ``spawn(name, argv)`` starts a process in the lab's network and returns its
-        record, ``in_lab_network(argv)`` is the command line that runs ``argv`` there (a host of its
-        own in this machine's namespace, whose address is its own, has no cable: None)."""
+        record, ``in_site_switch(argv)`` is the command line that runs ``argv`` in the site's switch
+        (lab/components/site_switch.py), where its cable plugs in (a host of its own in this
+        machine's namespace, whose address is its own, has no cable: None)."""
         config = self._config(name, images, kubelet_args)
         kernel = self._start_kernel(name)
         # The node's own copy of its init: the node's Python runs it, nothing of the checkout.
@@ -380,7 +382,7 @@ class NodeHosts:
         try:
             info = spawn(f"node/{name}", argv)
             if own_network:  # its cable to the site's network; its init waits for it
-                self._cable(name, info["pid"], in_lab_network, timeout)
+                self._cable(name, info["pid"], in_site_switch, timeout)
         except BaseException:
             self._stop_kernel(name, kernel)
             raise
@@ -397,7 +399,7 @@ class NodeHosts:
             time.sleep(0.1)
         raise NodeError(f"node {name}: sshd did not answer on {node.address}:{SSH_PORT} within {timeout:.0f} s")
 
-    def _cable(self, name: str, pid: int, in_lab_network, timeout: float) -> None:
+    def _cable(self, name: str, pid: int, in_site_switch, timeout: float) -> None:
         """Plug the worker into the site's network once its first process has its own namespace
         (``unshare`` has made it when it has run the node's Python)."""
         deadline = time.monotonic() + timeout
@@ -409,10 +411,10 @@ class NodeHosts:
         # The near end of the last boot's cable goes with that boot's namespace, which the kernel
         # frees in the background: a quick reboot can still find it.
         subprocess.run(
-            in_lab_network(["ip", "link", "delete", network.cable_name(host)]), capture_output=True, check=False
+            in_site_switch(["ip", "link", "delete", network.cable_name(host)]), capture_output=True, check=False
         )
         for command in network.cable_commands(host, pid):
-            done = subprocess.run(in_lab_network(command), capture_output=True, text=True, check=False)
+            done = subprocess.run(in_site_switch(command), capture_output=True, text=True, check=False)
             if done.returncode != 0:
                 raise NodeError(f"node {name}: cabling it failed: {' '.join(command)}: {done.stderr.strip()}")
 

@@ -21,9 +21,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from lab.components.network import SERVICE_CIDR  # noqa: F401 - pki.SERVICE_CIDR, as its users name it
+
 VALIDITY = datetime.timedelta(days=365)
-# Service cluster IP range handed to kube-apiserver; its first address is the `kubernetes` Service.
-SERVICE_CIDR = "10.96.0.0/12"
+# The service cluster IP range's first address is the `kubernetes` Service (its certificate's SAN).
 KUBERNETES_SERVICE_IP = "10.96.0.1"
 
 

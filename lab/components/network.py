@@ -8,9 +8,12 @@ therefore runs etcd, the control plane and the nodes in network namespaces whose
 this process: no packet can leave. Inside:
 
 - the lab's own namespace is the control-plane node's: etcd, kube-apiserver, the controller
-  manager, kwok and the control-plane node's processes run there. Its bridge ``br0`` is the site's
-  network (``NODE_NETWORK``): it holds the control-plane node's InternalIP (10.0.1.1) and each
-  worker is cabled to it by a veth pair (``cable_commands``), as servers are to a switch;
+  manager, kwok and the control-plane node's processes run there, its ``eth0`` holding the node's
+  InternalIP (10.0.1.1);
+- the site's network (``NODE_NETWORK``) is a bridge ``br0`` in a namespace of its own, the site's
+  switch (lab/components/site_switch.py, ``switch_commands``), so no node's firewall sees what it
+  carries between the others; every node is cabled to it by a veth pair (``cable_commands``), as
+  servers are to a switch;
 - every worker has a network namespace of its own (made when the node boots, gone when it stops):
   ``eth0`` with its InternalIP (lab/nodes.py ``node_ip``), a default route to the control-plane
   node, which carries the site's services (below), and its kubelet's pods;
@@ -20,9 +23,12 @@ this process: no packet can leave. Inside:
   node's connection to a pod on another node leaves through the tunnel and arrives from the
   tunnel's address (10.244.N.0), not from the node's InternalIP: the source a NetworkPolicy sees
   on Calico IPIP/VXLAN and flannel clusters. Pod to pod, the pods' own addresses arrive;
-- the service CIDR is routed to ``lo`` of the control-plane node's namespace as local addresses
-  (AnyIP, the ``local`` route type), where the lab's service proxy binds each ClusterIP; the
-  workers reach it through their default route;
+- Services are kube-proxy's (kubeadm's add-on, on every node: lab/cluster.py): a ClusterIP is
+  DNATed to an endpoint on the node where the connection starts, so the endpoint sees the client's
+  own address. kube-proxy's rules act after the first route lookup, so a ClusterIP needs a route
+  on every node, as a server's default route gives it: a worker's default route to the
+  control-plane node, and the control-plane node's route for the service CIDR to the site's router
+  ``SITE_GATEWAY`` (nothing answers there: nothing leaves the lab, and no other route leads out);
 - the API server has a site address of its own, ``ADVERTISE_ADDRESS`` (a real control-plane node's
   address), that pods reach it at through 10.96.0.1:443;
 - each pod the lab's kubelet runs has a network namespace of its own joined by a veth pair
@@ -39,9 +45,10 @@ This process is the border (run with the controller's Python, standard library o
   absolute-URI requests), which connects out from the machine's namespace as a bare-metal site's
   proxy does: the nodes' pip and apt reach the package registries through it, nothing else does.
 
-It creates the namespace (``unshare(CLONE_NEWNET)`` after binding the outside listeners), builds the
-bridge and the control-plane node's end of the overlay, writes its ready file, and holds the
-namespace for the other processes, which join it with ``nsenter --net``.
+It creates the namespace (``unshare(CLONE_NEWNET)`` after binding the outside listeners) with the
+site's addresses on ``lo``, writes its ready file, and holds the namespace for the other processes,
+which join it with ``nsenter --net``; the lab then cables it to the switch and configures its
+``eth0`` and end of the overlay (``control_plane_commands``).
 """
 
 from __future__ import annotations
@@ -64,9 +71,17 @@ POD_CIDR = "10.244.0.0/16"  # the lab kubelet's pods: 10.244.<node's last octet>
 KWOK_POD_CIDR = "10.245.0.0/16"  # pods kwok only pretends to run: addresses nothing answers on
 EGRESS_PROXY = ("10.0.0.1", 3128)
 ADVERTISE_ADDRESS = "10.0.0.2"  # kube-apiserver's --advertise-address: the kubernetes Service's endpoint
+# The cluster's DNS domain and the kube-dns Service's ClusterIP: the tenth address of the service CIDR,
+# which kubeadm's DNS add-on reserves and every kubelet's clusterDNS names.
+SERVICE_CIDR = "10.96.0.0/12"
+CLUSTER_DOMAIN = "cluster.local"
+DNS_IP = "10.96.0.10"
 # The site's network beneath the nodes: the bridge in the control-plane node's namespace, the
 # control-plane node's InternalIP its address (lab/nodes.py NODE_IP_PREFIX).
 NODE_NETWORK = "10.0.1.0/24"
+# The site's router, absent here (nothing leaves the lab): the control-plane node routes the service
+# CIDR to it, as a node's default route carries ClusterIPs before kube-proxy's DNAT picks an endpoint.
+SITE_GATEWAY = "10.0.1.254"
 BRIDGE = "br0"
 NODE_INTERFACE = "eth0"
 # Jumbo frames beneath, as bare-metal clusters run them, so the overlay keeps the pods' 1500 bytes
@@ -146,13 +161,23 @@ def node_commands(own: Host, gateway: str, peers: list[Host]) -> list[list[str]]
 
 
 def cable_name(host: Host) -> str:
-    """The bridge's end of a worker's cable (an interface name has at most 15 characters)."""
+    """The switch's end of a node's cable (an interface name has at most 15 characters)."""
     return f"veth{host.node_ip.replace('.', '')[-8:]}"
 
 
+def switch_commands() -> list[list[str]]:
+    """The site's switch (lab/components/site_switch.py), in its own namespace: the bridge alone."""
+    return [
+        ["ip", "link", "set", "lo", "up"],
+        ["ip", "link", "add", BRIDGE, "mtu", str(UNDERLAY_MTU), "type", "bridge"],
+        ["ip", "link", "set", BRIDGE, "up"],
+    ]
+
+
 def cable_commands(host: Host, node_pid: int) -> list[list[str]]:
-    """Run in the control-plane node's namespace: a veth pair whose far end is ``eth0`` in the
-    namespace of the worker's first process, and whose near end is a port of the bridge."""
+    """Run in the switch's namespace: a veth pair whose far end is ``eth0`` in the namespace of the
+    node's first process (the border's, for the control-plane node), and whose near end is a port
+    of the bridge."""
     near = cable_name(host)
     return [
         ["ip", "link", "add", near, "mtu", str(UNDERLAY_MTU), "type", "veth",
@@ -161,14 +186,16 @@ def cable_commands(host: Host, node_pid: int) -> list[list[str]]:
     ]  # fmt: skip
 
 
-def bridge_commands(gateway: Host, workers: list[Host]) -> list[list[str]]:
-    """The site's network in the control-plane node's namespace, and that node's end of the overlay."""
+def control_plane_commands(own: Host, workers: list[Host]) -> list[list[str]]:
+    """The control-plane node's side, once its cable is in: its InternalIP on ``eth0``, the route
+    that carries ClusterIPs to kube-proxy's DNAT (the site's router; nothing else leads out), and
+    its end of the overlay."""
     prefix = ipaddress.ip_network(NODE_NETWORK).prefixlen
     return [
-        ["ip", "link", "add", BRIDGE, "mtu", str(UNDERLAY_MTU), "type", "bridge"],
-        ["ip", "address", "add", f"{gateway.node_ip}/{prefix}", "dev", BRIDGE],
-        ["ip", "link", "set", BRIDGE, "up"],
-        *overlay_commands(gateway, BRIDGE, [gateway, *workers]),
+        ["ip", "link", "set", NODE_INTERFACE, "up"],
+        ["ip", "address", "add", f"{own.node_ip}/{prefix}", "dev", NODE_INTERFACE],
+        ["ip", "route", "add", SERVICE_CIDR, "via", SITE_GATEWAY, "dev", NODE_INTERFACE],
+        *overlay_commands(own, NODE_INTERFACE, [own, *workers]),
     ]
 
 
@@ -229,21 +256,16 @@ def component(
     config_path: pathlib.Path,
     ready_file: pathlib.Path,
     forward: list[tuple[str, int, str]],
-    local: list[str],
     addresses: list[str],
-    control_plane: Host,
-    workers: list[Host],
 ) -> LabProcess:
     """The border process; ``forward`` are the outside addresses relayed in (address, port, the
-    address inside), ``local`` the CIDRs routed to lo inside (Services), ``addresses`` the site's
-    own addresses inside (the mirror's), ``control_plane`` the node whose namespace this is and
-    ``workers`` the nodes cabled to its bridge."""
+    address inside), ``addresses`` the site's own addresses inside (the mirror's, the
+    resolver's). The namespace it makes is the control-plane node's; the lab cables it to the
+    site's switch (lab/components/site_switch.py) once it is ready."""
     config = {
         "forward": forward,
-        "local": local,
         "addresses": addresses,
         "ready_file": str(ready_file),
-        "bridge": bridge_commands(control_plane, workers),
     }
     config_path.write_text(json.dumps(config, indent=2) + "\n")
     return python_module("network", __name__, [str(config_path)], health=ready_file.exists)
@@ -362,10 +384,6 @@ class Border:
         os.unshare(os.CLONE_NEWNET)
         self.lab_fd = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
         commands = [["ip", "link", "set", "lo", "up"]]
-        commands += [
-            ["ip", "route", "add", "local", cidr, "dev", "lo", "table", "local"] for cidr in self.config["local"]
-        ]
-        commands += self.config["bridge"]
         own = [EGRESS_PROXY[0], ADVERTISE_ADDRESS, *self.config["addresses"]]
         commands += [["ip", "address", "add", f"{address}/32", "dev", "lo"] for address in own]
         for argv in commands:

@@ -296,9 +296,10 @@ def test_the_lab_network_lets_nothing_out_but_the_sites_proxy(lab):
     instance = cluster.Lab.from_state(lab.state_dir, log=lambda _msg: None)
     assert instance is not None
     # The border made the control-plane node's namespace (its listeners stay in this machine's);
-    # every other lab process joined it, but the workers, which made their own at boot.
+    # every other lab process joined it, but the workers, which made their own at boot, and the
+    # site's switch, whose bridge no node's firewall may see.
     namespaces = {name: os.readlink(f"/proc/{info['pid']}/ns/net") for name, info in instance.processes.items()}
-    workers = {f"node/{name}" for name in lab.worker_nodes}
+    workers = {f"node/{name}" for name in lab.worker_nodes} | {"site-switch"}
     shared = {ns for name, ns in namespaces.items() if name not in workers}
     own = [namespaces[name] for name in sorted(workers)]
     assert len(shared) == 1 and len(set(own)) == len(own) and not shared & set(own), namespaces

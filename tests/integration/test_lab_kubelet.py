@@ -147,8 +147,8 @@ def test_a_mapped_image_runs_for_real_with_what_kubelet_gives_a_container(lab, a
         item.split("=", 1) for item in pathlib.Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0") if item
     )
     assert environ["MY_NODE"] == node and environ["GREETING"] == f"on {node}"
-    # The API server as every pod finds it: the kubernetes Service (the lab's service proxy relays
-    # it to the API server's advertised address; kube-state-metrics' in-cluster client uses it).
+    # The API server as every pod finds it: the kubernetes Service (kube-proxy on the pod's node
+    # sends it to the API server's advertised address; kube-state-metrics' in-cluster client uses it).
     assert (environ["KUBERNETES_SERVICE_HOST"], environ["KUBERNETES_SERVICE_PORT"]) == ("10.96.0.1", "443")
     # Its own network namespace, as a container has: the image's own arguments, no address flag.
     cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
@@ -703,8 +703,11 @@ def test_calls_arrive_over_the_overlay_as_on_a_vxlan_cluster(lab, apis, namespac
     """The source addresses a NetworkPolicy engine sees (lab/components/network.py): the control
     plane's call to a pod on a worker (kube-apiserver's proxy, as its aggregator calls the metrics
     adapter) and a worker host's call arrive from the caller's tunnel address (``flannel.1``, its pod
-    CIDR's network address), a pod's from the pod's own address. Before, every node shared one
-    network namespace and no call crossed a tunnel."""
+    CIDR's network address), a pod's from the pod's own address - through a Service too, whose
+    ClusterIP kubeadm's kube-proxy translates on the caller's node, by the name kubeadm's CoreDNS
+    gives it; CoreDNS forwards a node's name to the site's resolver. Before, every node shared one
+    network namespace, no call crossed a tunnel, and the lab's own service proxy relayed a Service's
+    calls from the control-plane node."""
     core, _apps, _rbac = apis
     server_node, client_node = lab.worker_nodes[0], lab.worker_nodes[1]
     server = {
@@ -718,7 +721,7 @@ def test_calls_arrive_over_the_overlay_as_on_a_vxlan_cluster(lab, apis, namespac
         {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": "web"},
+            "metadata": {"name": "web", "labels": {"app": "web"}},
             "spec": {"nodeName": server_node, "containers": [server], "terminationGracePeriodSeconds": 0},
         },
     )
@@ -773,6 +776,46 @@ def test_calls_arrive_over_the_overlay_as_on_a_vxlan_cluster(lab, apis, namespac
         lambda: (p := core.read_namespaced_pod("caller", namespace)).status.pod_ip and p, 60, "the caller pod"
     )
     assert wait_for_caller(3) == caller.status.pod_ip
+
+    # a pod's call to the Service, by its name: CoreDNS answers the ClusterIP, kube-proxy on the
+    # caller's node sends it to the web pod, which sees the caller's own address
+    core.create_namespaced_service(
+        namespace,
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "web"},
+            "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]},
+        },
+    )
+    resolve_then_call = (
+        "import socket, sys, time, urllib.request; print(socket.gethostbyname(sys.argv[2]), flush=True); "
+        "urllib.request.urlopen(sys.argv[1]).read(); time.sleep(3600)"
+    )
+    core.create_namespaced_pod(
+        namespace,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "service-caller"},
+            "spec": {
+                "nodeName": client_node,
+                "containers": [
+                    {
+                        "name": "call",
+                        "image": PYTHON_IMAGE,
+                        "command": ["python3", "-c", resolve_then_call, f"http://web.{namespace}.svc/", server_node],
+                    }
+                ],
+                "terminationGracePeriodSeconds": 0,
+            },
+        },
+    )
+    service_caller = wait_until(
+        lambda: (p := core.read_namespaced_pod("service-caller", namespace)).status.pod_ip and p, 60, "the pod"
+    )
+    assert wait_for_caller(4) == service_caller.status.pod_ip
+    assert lab.pod_log(namespace, "service-caller").split() == [internal_ip(core, server_node)]
 
     # each worker is a host of its own on the site's network: its eth0, its end of the overlay
     found: dict[str, list[str]] = {}

@@ -567,8 +567,8 @@ def test_killed_tas_is_restarted_and_pods_schedule_meanwhile(site, api, lab):
         f" pod {name} placed on {node} meanwhile"
     )
 
-    # Placement recovers: once the Service proxies to TAS again (its EndpointSlice is ready, then the
-    # service proxy's next poll), a new pod of the policy goes through TAS's filter.
+    # Placement recovers: once the Service proxies to TAS again (its EndpointSlice is ready, then
+    # kube-proxy's next sync), a new pod of the policy goes through TAS's filter.
     tas = _tas_pod(core)
 
     def filtered() -> int:

@@ -430,7 +430,7 @@ def test_the_demos_cluster_ip_check_and_the_headless_service_of_an_earlier_relea
     answers = {}
 
     def metrics():
-        try:  # refused until kube-proxy (the lab's service proxy) has the new Service's address
+        try:  # refused until kube-proxy on the control-plane node has the new Service's rules
             status, body = lab.lab_http_get(f"http://{cluster_ip}:9103/metrics")
         except OSError as err:
             answers["last"] = err

@@ -267,7 +267,11 @@ def test_every_mapped_image_is_a_roles_default_image_at_its_default_tag():
         assert defaults[image.user_built + "_tag"] == image.tag == image.version, image
     # a cluster add-on (metrics-server) is the lab's, applied from its project's release manifests
     addons = {image.reference for image in images.IMAGES if image.addon}
-    assert addons == {"registry.k8s.io/metrics-server/metrics-server:v0.9.0"}
+    assert addons == {
+        "registry.k8s.io/metrics-server/metrics-server:v0.9.0",
+        "registry.k8s.io/kube-proxy:v1.36.3",
+        "registry.k8s.io/coredns/coredns:v1.14.2",
+    }
     assert {image.reference for image in images.IMAGES if not image.user_built and not image.addon} <= deployed
 
 
@@ -288,6 +292,9 @@ def test_a_pod_network_is_a_veth_named_from_the_uid_with_a_host_route_and_a_defa
         < pod.index(["ip", "route", "add", "default", "via", "169.254.1.1", "dev", "eth0"])
     )
     assert [where for where, _argv in plan] == sorted((where for where, _argv in plan), key=["node", "pod"].index)
+    # containerd 2's defaults for a pod with a network namespace of its own
+    assert ["sysctl", "-q", "-w", "net.ipv4.ip_unprivileged_port_start=0"] in pod
+    assert ["sysctl", "-q", "-w", "net.ipv4.ping_group_range=0 2147483647"] in pod
 
 
 def test_the_kubernetes_service_names_the_pods_api_server_and_waits_until_it_exists():

@@ -1,96 +1,49 @@
-"""The lab's kube-proxy and cluster DNS: which endpoints a Service gets, what DNS answers (pure parts)."""
+"""The lab's Services and DNS are kubeadm's add-ons; what the lab gives them: kubeadm's init
+configuration, and the site's resolver CoreDNS forwards to (pure parts; the lab tests run them)."""
 
 from __future__ import annotations
 
-import socket
+import ipaddress
 import struct
 
-from lab.components import cluster_dns, service_proxy
+import yaml
 
-SERVICES = [
-    {
-        "metadata": {"namespace": "monitoring", "name": "prometheus"},
-        "spec": {"clusterIP": "10.96.4.5", "clusterIPs": ["10.96.4.5"], "ports": [{"name": "web", "port": 9090}]},
-    },
-    {
-        "metadata": {"namespace": "monitoring", "name": "collectd"},
-        "spec": {"clusterIP": "None", "ports": [{"name": "metrics", "port": 9103}]},
-    },
-    {
-        "metadata": {"namespace": "kube-system", "name": "kube-dns"},
-        "spec": {"clusterIP": "10.96.0.10", "ports": [{"name": "dns-tcp", "port": 53, "protocol": "TCP"}]},
-    },
-    {
-        "metadata": {"namespace": "default", "name": "udp-only"},
-        "spec": {"clusterIP": "10.96.7.7", "ports": [{"name": "x", "port": 99, "protocol": "UDP"}]},
-    },
-]
-SLICES = [
-    {
-        "metadata": {"namespace": "monitoring", "labels": {"kubernetes.io/service-name": "prometheus"}},
-        "addressType": "IPv4",
-        "ports": [{"name": "web", "port": 9091, "protocol": "TCP"}],
-        "endpoints": [
-            {"addresses": ["10.244.11.7"], "conditions": {"ready": True}},
-            {"addresses": ["10.244.12.9"], "conditions": {"ready": False}},
-            {"addresses": ["10.244.13.3"]},  # no conditions: ready (the field's nil means ready)
-        ],
-    },
-    {
-        "metadata": {"namespace": "monitoring", "labels": {"kubernetes.io/service-name": "collectd"}},
-        "addressType": "IPv4",
-        "ports": [{"name": "metrics", "port": 9103, "protocol": "TCP"}],
-        "endpoints": [{"addresses": ["10.244.11.4"]}, {"addresses": ["10.244.12.4"]}],
-    },
-]
+from lab import cluster, pki
+from lab.components import network, site_dns
 
 
-def test_service_ports_skip_headless_udp_and_the_dns_the_lab_serves_itself():
-    assert service_proxy.service_ports(SERVICES) == {("10.96.4.5", 9090): ("monitoring", "prometheus", "web")}
+def test_kubeadm_is_given_the_api_servers_address_the_networks_and_conntrack_left_alone():
+    text = cluster.kubeadm_init_configuration(cluster.LabConfig())
+    documents = {doc["kind"]: doc for doc in yaml.safe_load_all(text)}
+    assert set(documents) == {"InitConfiguration", "ClusterConfiguration", "KubeProxyConfiguration"}
+    # kube-proxy's kubeconfig names the control-plane endpoint kubeadm derives from these
+    assert documents["InitConfiguration"]["localAPIEndpoint"] == {"advertiseAddress": "10.0.0.2", "bindPort": 6443}
+    assert documents["InitConfiguration"]["nodeRegistration"]["name"] == "lab-control-plane"
+    assert documents["ClusterConfiguration"]["networking"] == {
+        "dnsDomain": network.CLUSTER_DOMAIN,
+        "podSubnet": network.POD_CIDR,
+        "serviceSubnet": pki.SERVICE_CIDR,
+    }
+    # nf_conntrack_max is read-only in a node's own network namespace (kind sets the same)
+    assert documents["KubeProxyConfiguration"]["conntrack"] == {"maxPerCore": 0}
 
 
-def test_ready_endpoints_by_port_name_leave_out_unready_ones():
-    found = service_proxy.ready_endpoints(SLICES)
-    assert found[("monitoring", "prometheus", "web")] == [("10.244.11.7", 9091), ("10.244.13.3", 9091)]
-    assert found[("monitoring", "collectd", "metrics")] == [("10.244.11.4", 9103), ("10.244.12.4", 9103)]
+def test_the_cluster_dns_address_is_the_tenth_of_the_service_cidr_as_kubeadm_reserves_it():
+    assert str(ipaddress.ip_network(pki.SERVICE_CIDR)[10]) == network.DNS_IP
 
 
-def _query(name: str, qtype: int = cluster_dns.TYPE_A, ident: int = 0x1234) -> bytes:
-    labels = b"".join(bytes([len(p)]) + p.encode() for p in name.split("."))
-    return struct.pack("!HHHHHH", ident, 0x0100, 1, 0, 0, 0) + labels + b"\0" + struct.pack("!HH", qtype, 1)
+def test_the_site_resolver_serves_the_site_hosts_and_nothing_else(tmp_path):
+    hosts = tmp_path / "hosts"
+    text = site_dns.hosts_text({"lab-worker-1": "10.0.1.11", "lab-control-plane": "10.0.1.1"})
+    assert text == "10.0.1.1 lab-control-plane\n10.0.1.11 lab-worker-1\n"
+    corefile = site_dns.corefile(hosts)
+    assert f"bind {site_dns.ADDRESS}" in corefile and f"hosts {hosts}" in corefile
+    # `hosts` is authoritative for its zone without fallthrough: every other name is NXDOMAIN
+    assert "fallthrough" not in corefile and "forward" not in corefile
 
 
-def _decode(reply: bytes) -> tuple[int, int, list[str]]:
-    ident, flags, _qd, ancount = struct.unpack("!HHHH", reply[:8])
-    offset = 12
-    while reply[offset]:
-        offset += reply[offset] + 1
-    offset += 5
-    addresses = []
-    for _record in range(ancount):
-        _ptr, rtype, _cls, _ttl, length = struct.unpack("!HHHIH", reply[offset : offset + 12])
-        assert rtype == cluster_dns.TYPE_A and length == 4
-        addresses.append(socket.inet_ntoa(reply[offset + 12 : offset + 16]))
-        offset += 16
-    return ident, flags, addresses
-
-
-def test_dns_answers_cluster_ips_headless_endpoints_nodata_and_nxdomain():
-    table = cluster_dns.records(SERVICES, SLICES)
-    ident, flags, addresses = _decode(cluster_dns.answer(_query("prometheus.monitoring.svc.cluster.local"), table))
-    assert ident == 0x1234 and flags & 0x8000 and flags & 0x0400 and flags & 0xF == cluster_dns.NOERROR
-    assert addresses == ["10.96.4.5"]
-    # Case does not matter; a headless Service answers with its ready endpoints.
-    _i, _f, addresses = _decode(cluster_dns.answer(_query("Collectd.monitoring.svc.cluster.local"), table))
-    assert addresses == ["10.244.11.4", "10.244.12.4"]
-    # AAAA of a name that exists: NODATA (NOERROR, no answer), which resolvers need to stop asking.
-    _i, flags, addresses = _decode(cluster_dns.answer(_query("prometheus.monitoring.svc.cluster.local", 28), table))
-    assert flags & 0xF == cluster_dns.NOERROR and addresses == []
-    for missing in ("nothere.monitoring.svc.cluster.local", "prometheus.monitoring.svc", "pypi.org"):
-        _i, flags, addresses = _decode(cluster_dns.answer(_query(missing), table))
-        assert flags & 0xF == cluster_dns.NXDOMAIN and addresses == [], missing
-
-
-def test_dns_answers_a_malformed_query_with_formerr():
-    reply = cluster_dns.answer(b"\x12\x34\x01", {})
-    assert struct.unpack("!HH", reply[:4]) == (0x1234, 0x8000 | cluster_dns.FORMERR)
+def test_the_health_query_is_a_recursive_a_question():
+    packet = site_dns.query("lab-worker-1.")
+    ident, flags, questions = struct.unpack("!HHH", packet[:6])
+    assert (ident, flags, questions) == (0x5A5A, 0x0100, 1)
+    assert packet[12:] == b"\x0clab-worker-1\x00\x00\x01\x00\x01"

@@ -1,8 +1,9 @@
 """The lab's site network and pod overlay (lab/components/network.py), built for real in network
-namespaces from the same commands the lab runs: a control-plane node with the bridge and three
-workers cabled to it. What a NetworkPolicy engine sees depends on it: a node's connection to a pod on
-another node must arrive from the node's tunnel address (flannel's and Calico's VXLAN), a pod's from
-the pod's own address, and a node's connection to another node from its InternalIP."""
+namespaces from the same commands the lab runs: the site's switch in a namespace of its own, and a
+control-plane node and three workers cabled to it. What a NetworkPolicy engine sees depends on it: a
+node's connection to a pod on another node must arrive from the node's tunnel address (flannel's and
+Calico's VXLAN), a pod's from the pod's own address, and a node's connection to another node from its
+InternalIP."""
 
 from __future__ import annotations
 
@@ -39,18 +40,23 @@ def site():
     holders = {}
     pods: list[subprocess.Popen] = []
     try:
-        for host in [CONTROL, *WORKERS]:
-            holders[host.name] = subprocess.Popen(["unshare", "--net", "sleep", "600"])
+        for name in ["switch", *(host.name for host in [CONTROL, *WORKERS])]:
+            holders[name] = subprocess.Popen(["unshare", "--net", "sleep", "600"])
         for holder in holders.values():
             wait_unshared(holder)
-        control = holders[CONTROL.name].pid
+        switch, control = holders["switch"].pid, holders[CONTROL.name].pid
+        for argv in network.switch_commands():
+            run(switch, argv)
         run(control, ["ip", "link", "set", "lo", "up"])
-        for argv in network.bridge_commands(CONTROL, WORKERS):
+        run(control, ["sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward"])
+        for argv in network.cable_commands(CONTROL, control):
+            run(switch, argv)
+        for argv in network.control_plane_commands(CONTROL, WORKERS):
             run(control, argv)
         for host in WORKERS:
             pid = holders[host.name].pid
             for argv in network.cable_commands(host, pid):
-                run(control, argv)
+                run(switch, argv)
             for key, value in network.NODE_SYSCTLS.items():
                 run(pid, ["sh", "-c", f"echo {value} > /proc/sys/{key}"])
             for argv in network.node_commands(host, CONTROL.node_ip, [CONTROL, *WORKERS]):
@@ -99,14 +105,14 @@ def connect(pid: int, address: str) -> None:
         client.close()
 
 
-def add_pod(site, host: network.Host) -> int:
+def add_pod(site, host: network.Host, address: str = "") -> int:
     """A pod on the node, wired by the lab kubelet's own commands (lab/kubelet_pods.py): the pid
     holding its namespace (the node's holders end it: see ``site``)."""
     holder = subprocess.Popen(["unshare", "--net", "sleep", "600"])
     site["pods"].append(holder)
     wait_unshared(holder)
     interface = kubelet_pods.host_interface(f"{host.name}-{len(site['pods'])}")
-    for where, argv in kubelet_pods.sandbox_plan(interface, pod_address(host), holder.pid):
+    for where, argv in kubelet_pods.sandbox_plan(interface, address or pod_address(host), holder.pid):
         run(site[host.name] if where == "node" else holder.pid, argv)
     return holder.pid
 
@@ -149,6 +155,48 @@ def test_nodes_reach_each_other_by_their_internal_addresses(site):
     with server(site[CONTROL.name], CONTROL.node_ip) as peers:
         connect(site[worker.name], CONTROL.node_ip)
         assert wait_for(peers) == worker.node_ip
+
+
+def test_no_nodes_firewall_sees_the_site_switchs_traffic(site):
+    """A pod's call to another node's InternalIP (metrics-server scraping a kubelet) leaves over the
+    site's network and its replies come back over the overlay. A node that bridged the site's
+    network would see only the first half, and kube-proxy's ``KUBE-FORWARD`` rule there (conntrack
+    INVALID: drop) would drop the call after its handshake: the switch has a namespace of its own."""
+    control = site[CONTROL.name]
+    rule = ["FORWARD", "-m", "conntrack", "--ctstate", "INVALID", "-j", "DROP"]
+    run(control, ["iptables", "-A", *rule])  # as kube-proxy has it on every node
+    try:
+        source, target = WORKERS[1], WORKERS[0]
+        pod = add_pod(site, source, source.pod_cidr.rsplit(".", 1)[0] + ".3")  # beside the other tests' pods
+        listener = network.socket_in(network.netns_path(site[target.name]))
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((target.node_ip, 8081))
+        listener.listen(1)
+        received = []
+
+        def serve():
+            conn, _peer = listener.accept()
+            with conn:
+                data = b""
+                while len(data) < 200_000 and (chunk := conn.recv(65536)):
+                    data += chunk
+                received.append(len(data))
+                conn.sendall(b"done")
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        client = network.socket_in(network.netns_path(pod))
+        try:
+            client.settimeout(5)
+            client.connect((target.node_ip, 8081))
+            client.sendall(b"x" * 200_000)
+            assert client.recv(4) == b"done"
+        finally:
+            client.close()
+            listener.close()
+        assert received == [200_000]
+    finally:
+        run(control, ["iptables", "-D", *rule])
 
 
 def test_the_overlay_is_flannels_and_every_name_fits():
