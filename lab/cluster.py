@@ -876,7 +876,7 @@ def kubeadm_cluster_configuration() -> str:
         "networking": {
             "dnsDomain": network.CLUSTER_DOMAIN,
             "podSubnet": network.POD_CIDR,
-            "serviceSubnet": pki.SERVICE_CIDR,
+            "serviceSubnet": network.SERVICE_CIDR,
         },
         "proxy": {},
         "scheduler": {},

@@ -21,8 +21,6 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from lab.components.network import SERVICE_CIDR  # noqa: F401 - pki.SERVICE_CIDR, as its users name it
-
 VALIDITY = datetime.timedelta(days=365)
 # The service cluster IP range's first address is the `kubernetes` Service (its certificate's SAN).
 KUBERNETES_SERVICE_IP = "10.96.0.1"

@@ -25,7 +25,7 @@ def component(
             "--bind-address=0.0.0.0",
             f"--secure-port={port}",
             f"--etcd-servers={etcd_url}",
-            f"--service-cluster-ip-range={pki.SERVICE_CIDR}",
+            f"--service-cluster-ip-range={network.SERVICE_CIDR}",
             "--authorization-mode=Node,RBAC",
             "--enable-admission-plugins=NodeRestriction",
             "--allow-privileged=true",

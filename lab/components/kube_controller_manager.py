@@ -6,6 +6,7 @@ import pathlib
 
 from lab import pki
 from lab.api import http_ok, insecure_context
+from lab.components import network
 from lab.process import LabProcess
 
 
@@ -31,7 +32,7 @@ def component(bin_dir: pathlib.Path, port: int, kubeconfig: pathlib.Path, lab_pk
             "--controllers=*,bootstrapsigner,tokencleaner",
             # One instance: no lease to wait for after a restart.
             "--leader-elect=false",
-            f"--service-cluster-ip-range={pki.SERVICE_CIDR}",
+            f"--service-cluster-ip-range={network.SERVICE_CIDR}",
             "--profiling=false",
         ],
         # kube-controller-manager serves with a self-signed certificate, as on kubeadm.

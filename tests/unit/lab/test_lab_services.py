@@ -8,7 +8,7 @@ import struct
 
 import yaml
 
-from lab import cluster, pki
+from lab import cluster
 from lab.components import network, site_dns
 
 
@@ -22,14 +22,14 @@ def test_kubeadm_is_given_the_api_servers_address_the_networks_and_conntrack_lef
     assert documents["ClusterConfiguration"]["networking"] == {
         "dnsDomain": network.CLUSTER_DOMAIN,
         "podSubnet": network.POD_CIDR,
-        "serviceSubnet": pki.SERVICE_CIDR,
+        "serviceSubnet": network.SERVICE_CIDR,
     }
     # nf_conntrack_max is read-only in a node's own network namespace (kind sets the same)
     assert documents["KubeProxyConfiguration"]["conntrack"] == {"maxPerCore": 0}
 
 
 def test_the_cluster_dns_address_is_the_tenth_of_the_service_cidr_as_kubeadm_reserves_it():
-    assert str(ipaddress.ip_network(pki.SERVICE_CIDR)[10]) == network.DNS_IP
+    assert str(ipaddress.ip_network(network.SERVICE_CIDR)[10]) == network.DNS_IP
 
 
 def test_the_site_resolver_serves_the_site_hosts_and_nothing_else(tmp_path):
