@@ -520,17 +520,21 @@ class Lab:
         self.wait_for("kube-proxy on every node", self._kube_proxy_ready, None, timeout=max(120.0, self.config.timeout))
         self.wait_for("CoreDNS", self._coredns_available, None, timeout=max(120.0, self.config.timeout))
 
-    def _kube_proxy_ready(self) -> bool:
+    def _found(self, path: str) -> dict | None:
+        """The object at ``path``, or None while the API server cannot give it (a health wait's poll)."""
         try:
-            status = self.api().get("/apis/apps/v1/namespaces/kube-system/daemonsets/kube-proxy").get("status") or {}
+            return self.api().get(path)
         except (urllib.error.URLError, OSError, ValueError):
-            return False
+            return None
+
+    def _kube_proxy_ready(self) -> bool:
+        found = self._found("/apis/apps/v1/namespaces/kube-system/daemonsets/kube-proxy")
+        status = (found or {}).get("status") or {}
         return status.get("numberReady", 0) == status.get("desiredNumberScheduled", -1) == len(self.config.nodes)
 
     def _coredns_available(self) -> bool:
-        try:
-            found = self.api().get("/apis/apps/v1/namespaces/kube-system/deployments/coredns")
-        except (urllib.error.URLError, OSError, ValueError):
+        found = self._found("/apis/apps/v1/namespaces/kube-system/deployments/coredns")
+        if found is None:
             return False
         wanted = (found.get("spec") or {}).get("replicas", 1)
         return (found.get("status") or {}).get("availableReplicas", 0) >= wanted
@@ -562,11 +566,8 @@ class Lab:
             )
 
     def _apiservice_available(self, name: str) -> bool:
-        try:
-            found = self.api().get(f"/apis/apiregistration.k8s.io/v1/apiservices/{name}")
-        except (urllib.error.URLError, OSError, ValueError):
-            return False
-        conditions = (found.get("status") or {}).get("conditions") or []
+        found = self._found(f"/apis/apiregistration.k8s.io/v1/apiservices/{name}")
+        conditions = ((found or {}).get("status") or {}).get("conditions") or []
         return any(c.get("type") == "Available" and c.get("status") == "True" for c in conditions)
 
     def _kubelet_args(self, node: nodes.Node) -> list[str]:
@@ -737,11 +738,7 @@ class Lab:
         return all(node_ready(found.get(name)) for name in self.config.node_names)
 
     def _default_service_account(self) -> bool:
-        try:
-            self.api().get("/api/v1/namespaces/default/serviceaccounts/default")
-        except (urllib.error.URLError, OSError, ValueError):
-            return False
-        return True
+        return self._found("/api/v1/namespaces/default/serviceaccounts/default") is not None
 
     # --- reboot -------------------------------------------------------------------------------
     def reboot(self, name: str) -> dict:
