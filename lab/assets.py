@@ -45,6 +45,7 @@ OPTIONAL_BINARIES = (
     "prometheus-config-reloader",
     "kube-proxy",
     "coredns",
+    "kube-router",
 )
 # Go's usual install place on these machines; PATH wins when it has a go.
 GO_FALLBACKS = ("/usr/local/go/bin/go",)
@@ -151,6 +152,18 @@ COMPONENTS = (
         packages=("github.com/coredns/coredns",),
         binaries=("coredns",),
         output_name="coredns",
+    ),
+    # kube-router, the lab's NetworkPolicy engine (the cloudnativelabs/kube-router image's
+    # /usr/local/bin/kube-router; its Makefile: go build ./cmd/kube-router with the version stamped), with
+    # the project's DaemonSet manifests its firewall add-on is made from (lab/cluster.py).
+    GoBuild(
+        name="kube-router",
+        module="github.com/cloudnativelabs/kube-router/v2",
+        packages=("github.com/cloudnativelabs/kube-router/v2/cmd/kube-router",),
+        binaries=("kube-router",),
+        output_name="kube-router",
+        stamps=("github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=v2.1.0",),
+        sources=("daemonset",),
     ),
     GoBuild(
         name="etcd",

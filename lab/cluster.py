@@ -46,6 +46,7 @@ from lab.components import (
     etcd,
     kube_apiserver,
     kube_controller_manager,
+    kube_router,
     kwok,
     network,
     node_power,
@@ -498,6 +499,7 @@ class Lab:
         # Pods are refused until the service-account controller has made `default` in a namespace.
         self.wait_for("the default service account", self._default_service_account, "kube-controller-manager")
         self._kubeadm_addons()
+        self._network_policy_engine()
         self._apply_addons()
         self._save_state("running")
 
@@ -517,8 +519,39 @@ class Lab:
         )
         if done.returncode != 0:
             raise LabError(f"{' '.join(command)} failed: {(done.stderr or done.stdout).strip()}")
-        self.wait_for("kube-proxy on every node", self._kube_proxy_ready, None, timeout=max(120.0, self.config.timeout))
+        self.wait_for(
+            "kube-proxy on every node",
+            lambda: self._daemonset_ready("kube-system", "kube-proxy"),
+            None,
+            timeout=max(120.0, self.config.timeout),
+        )
         self.wait_for("CoreDNS", self._coredns_available, None, timeout=max(120.0, self.config.timeout))
+
+    def _network_policy_engine(self) -> None:
+        """kube-router's firewall on every node (lab/components/kube_router.py), applied as a user
+        applies a CNI's manifest after `kubeadm init`, and waited for: a policy applied before its
+        controller has synced is enforced only from then on."""
+        kubectl = self.paths.bin / "kubectl"
+        build = next(c for c in assets.COMPONENTS if c.name == "kube-router")
+        source = assets.cached_bin_dir(build) / "daemonset"
+        if assets.assets_dir_from_env() is not None or not source.is_dir() or not kubectl.exists():
+            raise LabError(
+                f"the NetworkPolicy engine: no {source} or kubectl from the lab's own build "
+                "(run `make lab-build`; an assets directory from the environment has no kube-router manifests)"
+            )
+        try:
+            text = kube_router.manifest_text(source)
+        except kube_router.ManifestError as exc:
+            raise LabError(f"the NetworkPolicy engine: {exc}") from exc
+        manifest = self.paths.state_dir / "kube-router.yaml"
+        pki.atomic_write(manifest, text, 0o644)
+        self._kubectl_apply("the NetworkPolicy engine", "-f", manifest)
+        self.wait_for(
+            "kube-router's firewall on every node",
+            lambda: self._daemonset_ready(kube_router.NAMESPACE, kube_router.NAME),
+            None,
+            timeout=max(120.0, self.config.timeout),
+        )
 
     def _found(self, path: str) -> dict | None:
         """The object at ``path``, or None while the API server cannot give it (a health wait's poll)."""
@@ -527,8 +560,8 @@ class Lab:
         except (urllib.error.URLError, OSError, ValueError):
             return None
 
-    def _kube_proxy_ready(self) -> bool:
-        found = self._found("/apis/apps/v1/namespaces/kube-system/daemonsets/kube-proxy")
+    def _daemonset_ready(self, namespace: str, name: str) -> bool:
+        found = self._found(f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}")
         status = (found or {}).get("status") or {}
         return status.get("numberReady", 0) == status.get("desiredNumberScheduled", -1) == len(self.config.nodes)
 
@@ -550,20 +583,20 @@ class Lab:
             if assets.assets_dir_from_env() is not None or not source.is_dir() or not kubectl.exists():
                 self.log(f"add-on {component}: not applied (no {source} or kubectl from the lab's own build)")
                 continue
-            done = subprocess.run(
-                [str(kubectl), f"--kubeconfig={self.paths.kubeconfig}", "apply", "-k", str(source)],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if done.returncode != 0:
-                raise LabError(f"add-on {component}: kubectl apply -k {source} failed: {done.stderr.strip()}")
+            self._kubectl_apply(f"add-on {component}", "-k", source)
             self.wait_for(
                 f"the add-on {component}'s APIService {apiservice} to be Available",
                 lambda name=apiservice: self._apiservice_available(name),
                 None,
                 timeout=max(120.0, self.config.timeout),
             )
+
+    def _kubectl_apply(self, what: str, flag: str, source: pathlib.Path) -> None:
+        """`kubectl apply -f FILE` or `-k DIR` with the admin kubeconfig, as a user applies an add-on."""
+        command = [str(self.paths.bin / "kubectl"), f"--kubeconfig={self.paths.kubeconfig}", "apply", flag, str(source)]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise LabError(f"{what}: kubectl apply {flag} {source} failed: {done.stderr.strip()}")
 
     def _apiservice_available(self, name: str) -> bool:
         found = self._found(f"/apis/apiregistration.k8s.io/v1/apiservices/{name}")

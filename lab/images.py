@@ -220,6 +220,17 @@ IMAGES = (
         user="65532",
         addon=True,
     ),
+    # The lab's NetworkPolicy engine (lab/components/kube_router.py), as a kubeadm user adds one.
+    Image(
+        repository="docker.io/cloudnativelabs/kube-router",
+        tag="v2.1.0",
+        # Dockerfile: ENTRYPOINT ["/usr/local/bin/kube-router"]; the DaemonSet gives the args
+        entrypoint=("kube-router",),
+        version="v2.1.0",
+        why="enforces NetworkPolicies (its firewall alone, beside the lab's overlay) as a cluster's CNI does, "
+        "judging each packet by the source address the pod sees",
+        addon=True,
+    ),
     Image(
         repository="docker.io/alexeiled/stress-ng",
         tag="0.12.05",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -68,6 +69,10 @@ class LabHandle:
         in_lab_network(argv): ``argv`` prefixed to run in the lab's network (a server of the site's
             network, such as a Prometheus the roles query from the nodes).
         lab_http_get(url): (status, body) of a plain-HTTP GET made from inside the lab's network.
+        pod_exec(namespace, pod, argv): the output of a command run in a pod (``kubectl exec``).
+        pod_http_get(namespace, pod, url): the same made from inside a pod (``kubectl exec``: the lab's
+            containers see the node's python3), where a NetworkPolicy admits the pod and not a node.
+        scratch_namespace(prefix): a context manager, a namespace of the test's own ready for pods.
         simulated_power(): the lab's power meter now, per worker (server, utilisation, watts, TDP).
         node_custom_metric(metric): node -> value of the custom metrics API's ``nodes/*/<metric>``.
         prometheus_query(query, namespace): an instant query's result on the cluster stack's Prometheus.
@@ -199,6 +204,57 @@ class LabHandle:
 
     def lab_http_get(self, url: str, timeout: float = 5.0) -> tuple[int, bytes]:
         return network.http_get(network.netns_path(self._border_pid()), url, timeout)
+
+    def pod_exec(self, namespace: str, pod: str, argv: list[str], timeout: float = 60.0) -> bytes:
+        """``argv``'s output, run in the pod's first container by ``kubectl exec`` (through its kubelet,
+        as a user runs it); OSError when kubectl or the command fails."""
+        done = subprocess.run(
+            [str(self.bin_dir / "kubectl"), f"--kubeconfig={self.kubeconfig}", "exec", "-n", namespace, pod, "--"]
+            + argv,
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+        if done.returncode != 0:
+            detail = done.stderr.decode(errors="replace").strip()
+            raise OSError(f"{shlex.join(argv)[:120]} in {namespace}/{pod}: {detail}")
+        return done.stdout
+
+    def pod_http_get(self, namespace: str, pod: str, url: str, timeout: float = 5.0) -> tuple[int, bytes]:
+        script = (
+            "import sys, urllib.error, urllib.request\n"
+            "try:\n"
+            "    with urllib.request.urlopen(sys.argv[1], timeout=float(sys.argv[2])) as r:\n"
+            "        status, body = r.status, r.read()\n"
+            "except urllib.error.HTTPError as e:\n"
+            "    status, body = e.code, e.read()\n"
+            "sys.stdout.buffer.write(b'%d\\n' % status + body)\n"
+        )
+        out = self.pod_exec(namespace, pod, ["python3", "-c", script, url, str(timeout)], timeout=timeout + 60)
+        status, _newline, body = out.partition(b"\n")
+        return int(status), body
+
+    @contextlib.contextmanager
+    def scratch_namespace(self, prefix: str):
+        """A namespace of the test's own, yielded once its `default` service account exists (pods are
+        refused before it), deleted afterwards."""
+        from kubernetes import client
+        from kubernetes.client.rest import ApiException
+        from poweraware_testing import wait_until
+
+        core = client.CoreV1Api(self.api_client())
+        name = f"{prefix}-{os.urandom(4).hex()}"
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+        try:
+            wait_until(
+                lambda: any(sa.metadata.name == "default" for sa in core.list_namespaced_service_account(name).items),
+                60,
+                f"the default service account in {name}",
+            )
+            yield name
+        finally:
+            with contextlib.suppress(ApiException):
+                core.delete_namespace(name)
 
     def node_sysfs(self, name: str) -> pathlib.Path:
         self._check(name)

@@ -5,14 +5,12 @@ simulated power cycle, and a teardown that leaves nothing behind."""
 from __future__ import annotations
 
 import collections
-import contextlib
 import json
 import os
 import pathlib
 import subprocess
 import sys
 import time
-import uuid
 
 import pytest
 import yaml
@@ -28,17 +26,8 @@ pytestmark = pytest.mark.lab
 
 @pytest.fixture
 def namespace(lab):
-    api = client.CoreV1Api(lab.api_client())
-    name = f"lab-test-{uuid.uuid4().hex[:8]}"
-    api.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    wait_until(
-        lambda: any(sa.metadata.name == "default" for sa in api.list_namespaced_service_account(name).items),
-        60,
-        "the default service account",
-    )
-    yield name
-    with contextlib.suppress(ApiException):
-        api.delete_namespace(name)
+    with lab.scratch_namespace("lab-test") as name:
+        yield name
 
 
 def pod_template(app: str) -> client.V1PodTemplateSpec:

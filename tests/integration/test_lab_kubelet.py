@@ -13,7 +13,6 @@ import select
 import subprocess
 import time
 import urllib.request
-import uuid
 
 import pytest
 import yaml
@@ -36,21 +35,15 @@ def apis(lab):
 
 @pytest.fixture
 def namespace(lab, apis):
-    core, _apps, rbac = apis
-    name = f"kubelet-test-{uuid.uuid4().hex[:8]}"
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    wait_until(
-        lambda: any(sa.metadata.name == "default" for sa in core.list_namespaced_service_account(name).items),
-        60,
-        "the default service account",
-    )
-    yield name
-    with contextlib.suppress(ApiException):
-        rbac.delete_cluster_role_binding(name)
-    with contextlib.suppress(ApiException):
-        rbac.delete_cluster_role(name)
-    with contextlib.suppress(ApiException):
-        core.delete_namespace(name)
+    _core, _apps, rbac = apis
+    with lab.scratch_namespace("kubelet-test") as name:
+        try:
+            yield name
+        finally:
+            with contextlib.suppress(ApiException):
+                rbac.delete_cluster_role_binding(name)
+            with contextlib.suppress(ApiException):
+                rbac.delete_cluster_role(name)
 
 
 def ksm_pod_spec(namespace: str, **container) -> dict:

@@ -652,9 +652,18 @@ DEMO_TRANSCRIPT = [
         ],
         30,
     ),
+    # collectd's NetworkPolicy admits Prometheus alone: from a machine, the curl is refused (unless the
+    # Service picks the collectd pod on that machine), so it is typed once and followed by the way
+    # docs/cluster-stack.md gives, through the pod's kubelet as kubectl port-forward goes
     (
         "collectd_ip=$(kubectl get svc -n monitoring -o json | jq -r '.items[] | "
-        'select(.metadata.name=="collectd").spec.clusterIP\'); curl -x "" $collectd_ip:9103/metrics',
+        'select(.metadata.name=="collectd").spec.clusterIP\'); curl -x "" -sS -m 5 $collectd_ip:9103/metrics',
+        [],
+        0,
+    ),
+    (
+        "here: kubectl port-forward -n monitoring svc/collectd 19103:9103 >/dev/null & sleep 3; "
+        'curl -x "" -sS localhost:19103/metrics; kill $!',
         ["# TYPE collectd_package_0_power_power gauge", "# TYPE collectd_package_0_TDP_power_power gauge"],
         30,
     ),
@@ -1194,7 +1203,13 @@ def _watcher_cpu(lab, core) -> tuple[int, dict[str, float]]:
     """(timestamp, node -> CPU percent) as load-watcher serves them, and as Peaks picks them (the
     first CPU metric whose operator is AVG or Latest; pkg/trimaran/peaks/peaks.go)."""
     pod = core.list_namespaced_pod("kube-system", label_selector="app.kubernetes.io/name=peaks-load-watcher").items[0]
-    status, body = lab.lab_http_get(f"http://{pod.status.pod_ip}:2020/watcher")
+    # from Peaks' pod: load-watcher's NetworkPolicy admits Peaks alone
+    peaks = next(
+        p
+        for p in core.list_namespaced_pod("kube-system", label_selector="app.kubernetes.io/name=peaks").items
+        if p.status.phase == "Running" and not p.metadata.deletion_timestamp
+    )
+    status, body = lab.pod_http_get("kube-system", peaks.metadata.name, f"http://{pod.status.pod_ip}:2020/watcher")
     assert status == 200, body[:300]
     served = json.loads(body)
     cpu = {}

@@ -265,12 +265,13 @@ def test_every_mapped_image_is_a_roles_default_image_at_its_default_tag():
     for image in user_built:
         assert defaults[image.user_built] == "", image
         assert defaults[image.user_built + "_tag"] == image.tag == image.version, image
-    # a cluster add-on (metrics-server) is the lab's, applied from its project's release manifests
+    # a cluster add-on (metrics-server, kubeadm's, the policy engine) is the lab's, applied from its project's manifests
     addons = {image.reference for image in images.IMAGES if image.addon}
     assert addons == {
         "registry.k8s.io/metrics-server/metrics-server:v0.9.0",
         "registry.k8s.io/kube-proxy:v1.36.3",
         "registry.k8s.io/coredns/coredns:v1.14.2",
+        "docker.io/cloudnativelabs/kube-router:v2.1.0",
     }
     assert {image.reference for image in images.IMAGES if not image.user_built and not image.addon} <= deployed
 
