@@ -5,8 +5,9 @@ pytest, in the order conftest.py gives them. The modules marked ``standalone`` b
 node hosts or processes (test_node_power's eight kernel flavours in 127.0.2.0/24, a real collectd
 and Prometheus on ports of their own) and never touch the lab, so they run in a second pytest at
 the same time: a lab test spends much of its time waiting for SSH round trips, kubelet and
-Prometheus, which the node hosts' CPU-bound runs fill. Measured side by side: docs/development.md,
-"Test time".
+Prometheus, which the node hosts' CPU-bound runs fill. What each part took, against its budget
+(docs/development.md, "Test time"), is printed at the end and written to tests/output/time-report.md
+(``time_report``): the measured figures are a run's report, not a table kept by hand.
 
 The standalone group and the checks behind it run in a cpu cgroup of their own with a small share
 (``background_cgroup``), so they take the CPU time the lab tests leave and little more, and they
@@ -43,6 +44,16 @@ NO_TESTS_COLLECTED = 5
 STANDALONE_NICENESS = 19
 LOG = REPO_ROOT / "tests" / "output" / "integration-standalone.log"
 CHECKS_LOG = REPO_ROOT / "tests" / "output" / "checks.log"
+TIME_REPORT = REPO_ROOT / "tests" / "output" / "time-report.md"
+# Each part's budget in seconds on a 2-core machine, warm (docs/development.md, "Test time"): the
+# lab group is the critical path; the standalone tests and the checks run beside it, in its gaps.
+BUDGETS = (
+    ("binaries", "Go binaries ready (a look at each recipe when warm)", 60),
+    ("lab", "lab group (the critical path)", 30 * 60),
+    ("standalone", "standalone group, beside the lab group", 15 * 60),
+    ("checks", "lint, sanity and unit, behind the standalone group", 8 * 60),
+    ("total", "make test's integration step in all", 35 * 60),
+)
 RELEASE_ENV = "POWERAWARE_STANDALONE_RELEASE"
 # The lab group: every test not marked standalone, but not the lifecycle tests (the uninstall, the
 # upgrade from the previous release: marker lifecycle), which make lifecycle runs on a lab of their
@@ -125,6 +136,32 @@ def background(extra, basetemp, checks, log, checks_log, times, procs=None) -> d
     return codes
 
 
+def part_seconds(times: dict[str, float], started: float, built_s: float, elapsed: float) -> dict[str, float]:
+    """Each part's seconds from the runner's clock readings (``times``: monotonic instants)."""
+    seconds = {"binaries": built_s, "total": built_s + elapsed}
+    if "lab_end" in times:
+        seconds["lab"] = times["lab_end"] - started
+    if "standalone" in times:
+        seconds["standalone"] = times.get("checks", times.get("background_end", started)) - times["standalone"]
+    if "checks" in times and "background_end" in times:
+        seconds["checks"] = times["background_end"] - times["checks"]
+    return seconds
+
+
+def time_report(seconds: dict[str, float], budgets=BUDGETS) -> str:
+    """A Markdown table of each part's time against its budget; a part that did not run (the checks
+    of ``make integration``) is left out. A part over its budget is marked: a warm run over budget
+    is a defect to fix, not to note (a cold run builds binaries and is expected to be over)."""
+    rows = ["| part | budget | measured | |", "|---|---:|---:|---|"]
+    for key, label, budget in budgets:
+        if key not in seconds:
+            continue
+        measured = seconds[key]
+        mark = "over budget" if measured > budget else ""
+        rows.append(f"| {label} | {budget / 60:.0f} min | {measured:.0f} s ({measured / 60:.1f} min) | {mark} |")
+    return "\n".join(rows) + "\n"
+
+
 def parse(argv: list[str]) -> tuple[str | None, list[str]]:
     """``[--checks COMMAND] [pytest arguments...]``."""
     if argv[:1] == ["--checks"]:
@@ -154,7 +191,7 @@ def older_schedulers_selected(extra: list[str], collect=None) -> bool:
     return OLDER_SCHEDULERS_MODULE in listed
 
 
-def build_binaries(extra: list[str]) -> None:
+def build_binaries(extra: list[str]) -> float:
     """Every Go binary the selected tests use, before they start: a cold cache takes about 40
     minutes of builds on two cores, which would otherwise run inside the first lab test's timeout
     (and the standalone tests' builds beside it). Under the per-user build lock, as the lab's own.
@@ -167,13 +204,15 @@ def build_binaries(extra: list[str]) -> None:
     older = older_schedulers_selected(extra)
     assets.build_all(log=lambda message: print(f"integration: {message}", flush=True), older_schedulers=older)
     skipped = "" if older else " (not the older kube-schedulers: no selected test runs them)"
-    print(f"integration: binaries ready in {time.monotonic() - started:.0f} s{skipped}", flush=True)
+    took = time.monotonic() - started
+    print(f"integration: binaries ready in {took:.0f} s{skipped}", flush=True)
+    return took
 
 
 def main(argv: list[str]) -> int:
     checks, extra = parse(argv)
     LOG.parent.mkdir(parents=True, exist_ok=True)
-    build_binaries(extra)
+    built_s = build_binaries(extra)
     # Its own base temporary directory: two pytests in the default one would prune each other's.
     basetemp = pathlib.Path(tempfile.mkdtemp(prefix="poweraware-standalone-"))
     # Outside basetemp, which the standalone pytest empties when it starts.
@@ -193,6 +232,7 @@ def main(argv: list[str]) -> int:
             with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
                 behind = pool.submit(background, extra, basetemp, checks, log, checks_log, times, procs)
                 lab_code = lab.wait()
+                times["lab_end"] = time.monotonic()
                 codes = {"lab": lab_code, **behind.result()}
         finally:
             if lab.poll() is None:
@@ -210,6 +250,9 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(CHECKS_LOG.read_text())
     at = {name: round(value - started) for name, value in times.items()}
     print(f"\nintegration: {codes} in {elapsed:.0f} s (background started at {at})", flush=True)
+    report = time_report(part_seconds(times, started, built_s, elapsed))
+    TIME_REPORT.write_text(report)
+    print(f"\n===== time ({TIME_REPORT.relative_to(REPO_ROOT)}) =====\n{report}", flush=True)
     checks_code = codes.pop("checks", 0)
     code = verdict(codes) or checks_code
     if code == 0:

@@ -257,3 +257,29 @@ def test_the_older_schedulers_are_built_for_the_whole_suite_or_when_their_test_i
 
 def test_the_older_schedulers_module_exists():
     assert (INTEGRATION / _runner().OLDER_SCHEDULERS_MODULE).is_file()
+
+
+def test_each_parts_time_comes_from_the_runners_clock():
+    """The lab group from the start to its end; the standalone group until the checks start behind
+    it; the checks until the background ends; the binaries' build counts in the total."""
+    times = {"standalone": 100.0, "lab_end": 1900.0, "checks": 500.0, "background_end": 800.0}
+    seconds = _runner().part_seconds(times, started=100.0, built_s=20.0, elapsed=1810.0)
+    assert seconds == {"binaries": 20.0, "total": 1830.0, "lab": 1800.0, "standalone": 400.0, "checks": 300.0}
+    # make integration: no checks, the standalone group ends with the background
+    seconds = _runner().part_seconds({"standalone": 0.0, "lab_end": 50.0, "background_end": 30.0}, 0.0, 1.0, 50.0)
+    assert seconds == {"binaries": 1.0, "total": 51.0, "lab": 50.0, "standalone": 30.0}
+
+
+def test_the_time_report_sets_each_part_against_its_budget():
+    runner = _runner()
+    budgets = (("lab", "lab group", 600), ("checks", "the checks", 60), ("total", "in all", 900))
+    report = runner.time_report({"lab": 600.0, "total": 901.0}, budgets)
+    assert report.splitlines() == [
+        "| part | budget | measured | |",
+        "|---|---:|---:|---|",
+        "| lab group | 10 min | 600 s (10.0 min) |  |",  # at its budget is within it
+        "| in all | 15 min | 901 s (15.0 min) | over budget |",  # a part that did not run is left out
+    ]
+    # the budgets are docs/development.md's: 35 minutes in all, 30 for the lab group
+    assert dict((key, budget) for key, _label, budget in runner.BUDGETS)["total"] == 35 * 60
+    assert "35 minutes" in (REPO_ROOT / "docs" / "development.md").read_text()
