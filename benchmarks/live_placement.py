@@ -43,11 +43,13 @@ import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # sibling helpers when run as a script
+sys.path.insert(0, str(ROOT))  # the checkout: lab.specpower
 
 import _live_replay as live  # noqa: E402
 import _placement_policies as policies  # noqa: E402
 import _placement_sim as sim  # noqa: E402
-import _specpower as specpower  # noqa: E402
+
+from lab import specpower  # noqa: E402
 
 RESULTS_DIR = pathlib.Path(__file__).resolve().parent / "results"
 POLICIES = ("default", "tas-power", "tas-jump", "peaks", "ours")
@@ -104,7 +106,6 @@ class LabAccess:
     """The running lab: API clients, the lab network (for Prometheus' pod address), the inventory."""
 
     def __init__(self, state_dir: pathlib.Path):
-        sys.path.insert(0, str(ROOT))
         from kubernetes import client, config
 
         from lab import cluster

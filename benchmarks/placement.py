@@ -30,10 +30,12 @@ import time
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # sibling helpers when run as a script
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))  # the checkout: lab.specpower
 
 import _placement_policies as policies  # noqa: E402
 import _placement_sim as sim  # noqa: E402
-import _specpower as specpower  # noqa: E402
+
+from lab import specpower  # noqa: E402
 
 POLICY_ORDER = ("default", "most-allocated", "tas-power", "peaks", "ours", "ours-efficiency", "greedy-true")
 DEFAULT_POLICIES = tuple(p for p in POLICY_ORDER if p != "most-allocated")  # most-allocated: on request

@@ -21,7 +21,10 @@ import statistics
 import sys
 import time
 
-import _specpower as specpower
+# The checkout, for lab.specpower (the SPECpower data set's one reader).
+_ROOT = pathlib.Path(__file__).resolve().parent.parent
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
 
 # The collection's power-model library, found where `make collection` links the checkout.
 _COLLECTIONS = pathlib.Path(__file__).resolve().parent.parent / ".cache" / "collections"
@@ -33,6 +36,8 @@ from ansible_collections.poweraware.k8s.plugins.module_utils._power_score import
     score_nodes,
     score_nodes_upstream_peaks,
 )
+
+from lab import specpower  # noqa: E402
 
 GOAL_MS = 100.0
 POD_CPU_REQUEST = "500m"

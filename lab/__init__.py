@@ -1,1 +1,2 @@
-"""The local Kubernetes lab: a real control plane on 127.0.0.1 with kwok nodes (docs/lab.md)."""
+"""The local Kubernetes lab: a real control plane whose nodes are hosts reached over SSH (docs/lab.md);
+lab.testing is how tests use it."""

@@ -38,8 +38,14 @@ import pathlib
 import time
 import urllib.error
 
-from benchmarks import _specpower  # one reader of the data set: the benchmarks'
-from lab import fake_kernel, fake_procfs, fake_sysfs, images, stress_ng
+from lab import (
+    fake_kernel,
+    fake_procfs,
+    fake_sysfs,
+    images,
+    specpower,  # one reader of the data set, the benchmarks' too
+    stress_ng,
+)
 from lab.api import Api
 from lab.kubelet_pods import reference_of, stress_arguments
 from lab.process import LabProcess, python_module
@@ -57,7 +63,7 @@ def log(message: str) -> None:
 
 
 def servers_csv() -> pathlib.Path:
-    return _specpower.data_dir() / "specpower" / "servers.csv"
+    return specpower.data_dir() / "specpower" / "servers.csv"
 
 
 class NoData(RuntimeError):
@@ -65,7 +71,7 @@ class NoData(RuntimeError):
 
 
 @functools.lru_cache(maxsize=8)
-def lab_servers(workers: int, packages: int, types: int = 0) -> tuple[_specpower.Server, ...]:
+def lab_servers(workers: int, packages: int, types: int = 0) -> tuple[specpower.Server, ...]:
     """The servers of a lab with ``workers`` workers of ``packages`` RAPL packages each, one per
     worker (``types`` server models among them, 0: every worker its own), then the control plane's
     (``choose_control_plane_server``)."""
@@ -75,13 +81,13 @@ def lab_servers(workers: int, packages: int, types: int = 0) -> tuple[_specpower
             f"the lab's workers are SPECpower servers, and {path} is missing: set SHARED_DATA to the "
             "folder that holds specpower/servers.csv (the workspace's shared/data)"
         )
-    servers = _specpower.load_servers(path)
+    servers = specpower.load_servers(path)
     return (*choose_servers(servers, workers, packages, types), choose_control_plane_server(servers, packages))
 
 
 def choose_servers(
-    servers: list[_specpower.Server], workers: int, packages: int, types: int = 0
-) -> list[_specpower.Server]:
+    servers: list[specpower.Server], workers: int, packages: int, types: int = 0
+) -> list[specpower.Server]:
     """One server per worker, spread over the data set: among the servers with as many chips as
     the lab's nodes have RAPL packages (all servers when none has), ordered by idle power, the
     ones at evenly spaced quantiles, so the workers differ as a mixed fleet does and the choice is
@@ -104,7 +110,7 @@ def choose_servers(
     return [picked[i % models] for i in range(workers)]
 
 
-def choose_control_plane_server(servers: list[_specpower.Server], packages: int) -> _specpower.Server:
+def choose_control_plane_server(servers: list[specpower.Server], packages: int) -> specpower.Server:
     """The control plane's server: the median of the workers' pool by idle power (a fleet's control
     plane is usually one of its common models). The workers' choice does not depend on it."""
     pool = sorted(
@@ -115,7 +121,7 @@ def choose_control_plane_server(servers: list[_specpower.Server], packages: int)
     return pool[len(pool) // 2]
 
 
-def package_tdp_w(server: _specpower.Server, packages: int) -> float:
+def package_tdp_w(server: specpower.Server, packages: int) -> float:
     """The TDP each package reports (constraint_0_max_power_uw): the server's peak shared by its
     packages, rounded up to 5 W as data sheets give it, so the package power never exceeds it."""
     return 5.0 * math.ceil(server.peak_w / packages / 5.0)
@@ -167,7 +173,7 @@ class Meter:
     """One worker: its server, its fake kernel's zones, the power it draws now."""
 
     node: str
-    server: _specpower.Server
+    server: specpower.Server
     sysfs: pathlib.Path
     util: float = 0.0
     # the node's /proc/stat (lab/fake_procfs.py): its CPU times follow the same utilisation
@@ -187,7 +193,7 @@ class Meter:
 
     @property
     def watts(self) -> float:
-        return _specpower.true_power(self.server, self.util)
+        return specpower.true_power(self.server, self.util)
 
     def zones(self) -> tuple[list[pathlib.Path], list[pathlib.Path]]:
         """(package zones, platform zones) by name, as the collectd plugin finds them."""
@@ -325,7 +331,7 @@ def main() -> None:
     parser.add_argument("--status", type=pathlib.Path, required=True)
     parser.add_argument("--node", action="append", default=[], help="NAME=SYSFS=SERVER_ID")
     args = parser.parse_args()
-    servers = {s.id: s for s in _specpower.load_servers(servers_csv())}
+    servers = {s.id: s for s in specpower.load_servers(servers_csv())}
     meters = []
     for spec in args.node:
         name, sysfs, server = spec.split("=", 2)

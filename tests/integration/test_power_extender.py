@@ -32,12 +32,12 @@ import yaml
 from ansible_collections.poweraware.k8s.plugins.module_utils._placement_score import rank_nodes
 from ansible_run import FAST_SCHEDULER_EXTENDER, REPO_ROOT, run_playbook
 
+from lab import specpower as _specpower
 from lab.components import node_power
 
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
 import _live_replay as live  # noqa: E402 - benchmarks/ is a folder of scripts
 import _placement_policies as policies  # noqa: E402
-import _specpower  # noqa: E402
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 

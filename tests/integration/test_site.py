@@ -30,7 +30,7 @@ from poweraware_testing import documented_images, wait_until
 from site_run import run_site
 from test_air_gapped import LAB_INVENTORY_VARS
 
-from benchmarks import _specpower
+from lab import specpower as _specpower
 from lab.components import node_power
 
 # Each test may wait for whole playbook runs (the site fixture runs three).

@@ -1,11 +1,12 @@
-"""benchmarks/_specpower.py: the SPECpower loader, true curves and the documented noisy sampler."""
+"""lab/specpower.py: the SPECpower loader, true curves and the documented noisy sampler."""
 
 from __future__ import annotations
 
 import statistics
 
-import _specpower as specpower
 import pytest
+
+from lab import specpower
 
 
 @pytest.fixture(scope="module")

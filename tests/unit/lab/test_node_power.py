@@ -9,8 +9,8 @@ import stat
 
 import pytest
 
-from benchmarks import _specpower
 from lab import fake_kernel, fake_sysfs
+from lab import specpower as _specpower
 from lab.components import node_power
 
 

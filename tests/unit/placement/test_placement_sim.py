@@ -68,7 +68,7 @@ def test_peak_demand_counts_deletions_before_creations_at_one_instant():
 
 
 def test_curve_power_matches_specpower_true_power(shared_data):
-    import _specpower
+    from lab import specpower as _specpower
 
     servers = _specpower.load_servers(shared_data)[:20]
     for server, util in itertools.product(servers, (0.0, 3.3, 10.0, 47.5, 99.9, 100.0)):

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import _specpower
 import pytest
+
+from lab import specpower as _specpower
 
 HEADER = "id,vendor,system,processor,chips,cores,threads_per_core,memory_gb,published," + ",".join(
     f"watts_{u}" for u in range(0, 101, 10)

@@ -1,6 +1,7 @@
 """SPECpower_ssj2008 servers as simulated nodes: true power curves and a noisy telemetry sampler.
 
-Shared by the benchmarks (model fit, placement). The data set is read in place from the shared
+Shared by the benchmarks (model fit, placement) and the lab's simulated node power
+(lab/components/node_power.py), which sit above it. The data set is read in place from the shared
 data directory (``--data``, env ``SHARED_DATA``, default ``../shared/data``); it is never copied
 into the repository. SPEC and SPECpower_ssj2008 are trademarks of the Standard Performance
 Evaluation Corporation; results from www.spec.org/power_ssj2008.
