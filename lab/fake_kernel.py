@@ -60,10 +60,7 @@ import pathlib
 import re
 import time
 
-try:  # the unit tests import the collection by its name (mutation testing needs that name)
-    from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import SysfsAccessor
-except ImportError:  # the lab's processes run from the checkout (lab/process.py PYTHONPATH)
-    from plugins.module_utils._sysfs import SysfsAccessor
+from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import SysfsAccessor  # lab/__init__.py
 
 METER = ".poweraware-meter.json"  # in the tree's root, beside lab/fake_sysfs.py's marker
 # an hwmon energy counter (Documentation/hwmon/sysfs-interface.rst: energy[1-*]_input, microjoules)

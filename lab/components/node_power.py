@@ -38,6 +38,8 @@ import pathlib
 import time
 import urllib.error
 
+from ansible_collections.poweraware.k8s.plugins.module_utils._quantity import parse_cpu_quantity  # its grammar
+
 from lab import (
     fake_kernel,
     fake_procfs,
@@ -49,7 +51,6 @@ from lab import (
 from lab.api import Api
 from lab.kubelet_pods import reference_of, stress_arguments
 from lab.process import LabProcess, python_module
-from plugins.module_utils._quantity import parse_cpu_quantity  # the collection's quantity grammar
 
 TICK = 0.1  # /proc/stat's step: a collectd interval of 10 s sees at most 1 % of error from it
 POLL = 1.0
