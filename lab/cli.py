@@ -12,7 +12,7 @@ import pathlib
 import sys
 import time
 
-from lab import assets, cluster, nodes
+from lab import assets, cluster, config, kubeadm, nodes
 
 
 def _relative(path: pathlib.Path) -> str:
@@ -26,7 +26,7 @@ def node_rows(lab: cluster.Lab) -> list[str]:
     rows = [f"  {'NAME':<22}{'STATUS':<10}{'ROLES':<15}{'CPU':<6}{'MEMORY':<10}VERSION"]
     for node in sorted(lab.nodes(), key=lambda n: n["metadata"]["name"]):
         labels = node["metadata"].get("labels", {})
-        roles = "control-plane" if cluster.CONTROL_PLANE_LABEL in labels else "<none>"
+        roles = "control-plane" if kubeadm.CONTROL_PLANE_LABEL in labels else "<none>"
         status = "Ready" if cluster.node_ready(node) else "NotReady"
         capacity = node.get("status", {}).get("capacity", {})
         version = node.get("status", {}).get("nodeInfo", {}).get("kubeletVersion", "")
@@ -52,7 +52,7 @@ def ssh_rows(lab: cluster.Lab) -> list[str]:
 
 def summary(lab: cluster.Lab) -> str:
     paths = lab.paths
-    inventory = cluster.REPO_ROOT / "inventory" / "lab"
+    inventory = config.REPO_ROOT / "inventory" / "lab"
     lines = [
         f"Kubernetes {assets.kubernetes_version()} lab at {lab.config.api_url}",
         f"kubeconfig (this machine, for you and the tests): {paths.kubeconfig}",
@@ -73,8 +73,8 @@ def summary(lab: cluster.Lab) -> str:
     return "\n".join(lines)
 
 
-def config_from(args: argparse.Namespace) -> cluster.LabConfig:
-    return cluster.LabConfig(
+def config_from(args: argparse.Namespace) -> config.LabConfig:
+    return config.LabConfig(
         state_dir=args.state_dir,
         workers=args.workers,
         server_types=args.server_types,
@@ -98,7 +98,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def cmd_down(args: argparse.Namespace) -> int:
     state_dir = args.state_dir.resolve()
-    lab = cluster.Lab.from_state(state_dir) or cluster.Lab(cluster.LabConfig(state_dir=state_dir))
+    lab = cluster.Lab.from_state(state_dir) or cluster.Lab(config.LabConfig(state_dir=state_dir))
     stopped = lab.down()
     remaining = cluster.tagged_processes(state_dir)
     print(f"stopped {len(stopped)} process group(s){': pids ' + ' '.join(map(str, stopped)) if stopped else ''}")
@@ -163,12 +163,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--state-dir",
         type=pathlib.Path,
-        default=pathlib.Path(os.environ.get("POWERAWARE_LAB_DIR", cluster.DEFAULT_STATE_DIR)),
+        default=pathlib.Path(os.environ.get("POWERAWARE_LAB_DIR", config.DEFAULT_STATE_DIR)),
         help="where the lab keeps everything (default .cache/lab, or POWERAWARE_LAB_DIR)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="build once (cached) and start the lab; a running lab is left alone")
-    defaults = cluster.LabConfig()
+    defaults = config.LabConfig()
     up.add_argument("--workers", type=int, default=defaults.workers)
     up.add_argument(
         "--server-types",

@@ -4,7 +4,7 @@ etcd, kube-apiserver, kube-controller-manager and kwok run on this machine (one 
 lab/components/); every node - the control plane's and the workers' - is a host of its own in a
 mount and UTS namespace with its own address, reached over SSH (lab/nodes.py, lab/node_init.py).
 kube-scheduler is a static pod of the control-plane node, run inside that node by the lab's kubelet
-stand-in (lab/kubelet.py) from the node's own /etc/kubernetes/manifests.
+stand-in (lab/kubelet/static_pods.py) from the node's own /etc/kubernetes/manifests.
 
 State lives in one directory (``.cache/lab`` by default, mode 0700)::
 
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import dataclasses
 import fcntl
 import json
 import os
@@ -40,13 +39,12 @@ from collections.abc import Callable, Iterator
 
 import yaml
 
-from lab import assets, fake_sysfs, images, nodes, pki
+from lab import addons, assets, images, kubeadm, nodes, pki
 from lab.api import Api, http_ok, insecure_context, node_ready
 from lab.components import (
     etcd,
     kube_apiserver,
     kube_controller_manager,
-    kube_router,
     kwok,
     network,
     node_power,
@@ -54,6 +52,7 @@ from lab.components import (
     site_dns,
     site_switch,
 )
+from lab.config import PORTS, LabConfig, LabPaths
 from lab.process import (
     STATE_ENV,
     LabProcess,
@@ -67,154 +66,13 @@ from lab.process import (
     tagged_processes,
 )
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
-LAB_DIR = pathlib.Path(__file__).resolve().parent
-DEFAULT_STATE_DIR = REPO_ROOT / ".cache" / "lab"
-STATE_FILE = "lab.json"
-CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
-DEFAULT_SYSFS_SCENARIO = "intel_pstate_active"
-PORTS = {"etcd": 2379, "etcd-peer": 2380, "apiserver": 6443, "controller-manager": 10257, "scheduler": 10259}
 # The control-plane ports the controller reaches on 127.0.0.1 (relayed into the lab's network).
 RELAYED_PORTS = ("etcd", "apiserver", "controller-manager", "scheduler")
-# Cluster add-ons: (the Go build that carries them, its kustomization, the APIService it serves).
-# metrics-server as its README installs it (the release's components.yaml is overlays/release).
-ADDONS = (("metrics-server", "manifests/overlays/release", "v1beta1.metrics.k8s.io"),)
-__all__ = ["STATE_ENV", "Lab", "LabConfig", "LabError", "node_ready", "process_alive", "tagged_processes"]
+__all__ = ["STATE_ENV", "Lab", "LabError", "node_ready", "process_alive", "tagged_processes"]
 
 
 class LabError(RuntimeError):
     """The lab could not be brought up or down; the message says what failed and shows its log."""
-
-
-@dataclasses.dataclass
-class LabConfig:
-    """What the lab looks like. Every field can be set from ``lab`` command-line options."""
-
-    state_dir: pathlib.Path = DEFAULT_STATE_DIR
-    workers: int = 3
-    server_types: int = 0  # SPECpower server models among the workers; 0: every worker its own
-    control_plane: str = "lab-control-plane"
-    worker_prefix: str = "lab-worker-"
-    cpu: str = "32"
-    memory: str = "128Gi"
-    allocatable_memory: str = "127Gi"  # less system-reserved and the eviction threshold, as a kubelet reports
-    pods: str = "110"
-    sysfs_scenario: str = DEFAULT_SYSFS_SCENARIO
-    timeout: float = 120.0  # per health wait
-
-    @property
-    def worker_names(self) -> list[str]:
-        return [f"{self.worker_prefix}{i}" for i in range(1, self.workers + 1)]
-
-    @property
-    def node_names(self) -> list[str]:
-        return [self.control_plane, *self.worker_names]
-
-    @property
-    def nodes(self) -> list[nodes.Node]:
-        try:
-            servers = self.power_servers()
-        except node_power.NoData:
-            servers = ()  # `lab up` says what is missing (it reads power_servers); the rest works without
-        # the control plane is a server too: it draws power, and collectd meters it as on any node
-        control = servers[-1] if servers else None
-        found = [
-            nodes.Node(
-                self.control_plane,
-                nodes.node_address(0, True),
-                True,
-                internal_address=nodes.lab_node_ip(nodes.node_address(0, True)),
-                power_server=control.id if control else "",
-                tdp_w=node_power.package_tdp_w(control, self.packages) if control else None,
-            )
-        ]
-        for i, name in enumerate(self.worker_names, 1):
-            server = servers[i - 1] if servers else None
-            found.append(
-                nodes.Node(
-                    name,
-                    nodes.node_address(i, False),
-                    False,
-                    internal_address=nodes.lab_node_ip(nodes.node_address(i, False)),
-                    power_server=server.id if server else "",
-                    tdp_w=node_power.package_tdp_w(server, self.packages) if server else None,
-                )
-            )
-        return found
-
-    @property
-    def packages(self) -> int:
-        """RAPL packages of every node's fake kernel."""
-        return int(fake_sysfs.SCENARIOS[self.sysfs_scenario].get("packages") or 1)
-
-    def power_servers(self) -> tuple:
-        """The SPECpower server of each worker, then the control plane's (lab/components/node_power.py);
-        NoData without the data set."""
-        return node_power.lab_servers(self.workers, self.packages, self.server_types)
-
-    def port(self, name: str) -> int:
-        # Fixed, as on a kubeadm node: the nodes' kubeconfigs and kube-scheduler's probes use them.
-        return PORTS[name]
-
-    @property
-    def api_url(self) -> str:
-        return f"https://127.0.0.1:{self.port('apiserver')}"
-
-    def to_json(self) -> dict:
-        data = dataclasses.asdict(self)
-        data["state_dir"] = str(self.state_dir)
-        return data
-
-    @classmethod
-    def from_json(cls, data: dict) -> LabConfig:
-        fields = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in data.items() if k in fields}
-        values["state_dir"] = pathlib.Path(values["state_dir"])
-        return cls(**values)
-
-
-@dataclasses.dataclass(frozen=True)
-class LabPaths:
-    state_dir: pathlib.Path
-
-    @property
-    def state_file(self) -> pathlib.Path:
-        return self.state_dir / STATE_FILE
-
-    @property
-    def kubeconfig(self) -> pathlib.Path:
-        return self.state_dir / "kubeconfig"
-
-    @property
-    def pki(self) -> pathlib.Path:
-        return self.state_dir / "pki"
-
-    @property
-    def logs(self) -> pathlib.Path:
-        return self.state_dir / "logs"
-
-    @property
-    def images(self) -> pathlib.Path:
-        """The nodes' "container images": executables and the image map (lab/images.py)."""
-        return self.state_dir / "images"
-
-    @property
-    def bin(self) -> pathlib.Path:
-        return self.state_dir / "bin"
-
-    @property
-    def lock(self) -> pathlib.Path:
-        # Beside the state directory, so it outlives `down` removing that directory.
-        return self.state_dir.parent / f".{self.state_dir.name}.lock"
-
-    def node_root(self, node: str) -> pathlib.Path:
-        return self.state_dir / "nodes" / node
-
-    def node_disk(self, node: str) -> pathlib.Path:
-        return self.node_root(node) / "disk"
-
-    def log(self, component: str) -> pathlib.Path:
-        return self.logs / f"{component.replace('/', '-')}.log"
 
 
 class Lab:
@@ -421,7 +279,7 @@ class Lab:
         for node in config.nodes:
             hosts.prepare(node.name, lab_pki, config.api_url)
         manifests = paths.node_disk(config.control_plane) / "etc" / "kubernetes" / "manifests"
-        pki.atomic_write(manifests / "kube-scheduler.yaml", scheduler_manifest(config), 0o600)
+        pki.atomic_write(manifests / "kube-scheduler.yaml", kubeadm.scheduler_manifest(config), 0o600)
 
         # Every other process joins the network namespace this one makes (lab/components/network.py).
         border = network.component(
@@ -498,110 +356,18 @@ class Lab:
         )
         # Pods are refused until the service-account controller has made `default` in a namespace.
         self.wait_for("the default service account", self._default_service_account, "kube-controller-manager")
-        self._kubeadm_addons()
-        self._network_policy_engine()
-        self._apply_addons()
+        try:
+            addons.apply_all(self)
+        except addons.AddonError as exc:
+            raise LabError(str(exc)) from exc
         self._save_state("running")
 
-    def _kubeadm_addons(self) -> None:
-        """kubeadm init's addon phase, run as kubeadm runs it (`kubeadm init phase addon all`, the
-        lab's kubeadm against the lab's API server with the admin kubeconfig): kube-proxy's DaemonSet
-        on every node and CoreDNS behind the kube-dns Service, from kubeadm's own manifests; then
-        waited for, as everything after them (a pod's Service, its DNS) needs them."""
-        kubeadm = self.paths.bin / "kubeadm"
-        if not kubeadm.exists():
-            raise LabError(f"kubeadm's add-ons: no {kubeadm} (the lab's kubeadm build)")
-        config_file = self.paths.state_dir / "kubeadm-init.yaml"
-        pki.atomic_write(config_file, kubeadm_init_configuration(self.config), 0o600)
-        command = [str(kubeadm), "init", "phase", "addon", "all", f"--config={config_file}"]
-        done = subprocess.run(
-            [*command, f"--kubeconfig={self.paths.kubeconfig}"], capture_output=True, text=True, check=False
-        )
-        if done.returncode != 0:
-            raise LabError(f"{' '.join(command)} failed: {(done.stderr or done.stdout).strip()}")
-        self.wait_for(
-            "kube-proxy on every node",
-            lambda: self._daemonset_ready("kube-system", "kube-proxy"),
-            None,
-            timeout=max(120.0, self.config.timeout),
-        )
-        self.wait_for("CoreDNS", self._coredns_available, None, timeout=max(120.0, self.config.timeout))
-
-    def _network_policy_engine(self) -> None:
-        """kube-router's firewall on every node (lab/components/kube_router.py), applied as a user
-        applies a CNI's manifest after `kubeadm init`, and waited for: a policy applied before its
-        controller has synced is enforced only from then on."""
-        kubectl = self.paths.bin / "kubectl"
-        build = next(c for c in assets.COMPONENTS if c.name == "kube-router")
-        source = assets.cached_bin_dir(build) / "daemonset"
-        if assets.assets_dir_from_env() is not None or not source.is_dir() or not kubectl.exists():
-            raise LabError(
-                f"the NetworkPolicy engine: no {source} or kubectl from the lab's own build "
-                "(run `make lab-build`; an assets directory from the environment has no kube-router manifests)"
-            )
-        try:
-            text = kube_router.manifest_text(source)
-        except kube_router.ManifestError as exc:
-            raise LabError(f"the NetworkPolicy engine: {exc}") from exc
-        manifest = self.paths.state_dir / "kube-router.yaml"
-        pki.atomic_write(manifest, text, 0o644)
-        self._kubectl_apply("the NetworkPolicy engine", "-f", manifest)
-        self.wait_for(
-            "kube-router's firewall on every node",
-            lambda: self._daemonset_ready(kube_router.NAMESPACE, kube_router.NAME),
-            None,
-            timeout=max(120.0, self.config.timeout),
-        )
-
-    def _found(self, path: str) -> dict | None:
+    def found(self, path: str) -> dict | None:
         """The object at ``path``, or None while the API server cannot give it (a health wait's poll)."""
         try:
             return self.api().get(path)
         except (urllib.error.URLError, OSError, ValueError):
             return None
-
-    def _daemonset_ready(self, namespace: str, name: str) -> bool:
-        found = self._found(f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}")
-        status = (found or {}).get("status") or {}
-        return status.get("numberReady", 0) == status.get("desiredNumberScheduled", -1) == len(self.config.nodes)
-
-    def _coredns_available(self) -> bool:
-        found = self._found("/apis/apps/v1/namespaces/kube-system/deployments/coredns")
-        if found is None:
-            return False
-        wanted = (found.get("spec") or {}).get("replicas", 1)
-        return (found.get("status") or {}).get("availableReplicas", 0) >= wanted
-
-    def _apply_addons(self) -> None:
-        """The cluster add-ons a kubeadm cluster is given after `kubeadm init` (ADDONS), applied as
-        their projects say (kubectl apply -k of the release's kustomization), then waited for: a
-        registered APIService that is not Available fails API discovery for every client."""
-        kubectl = self.paths.bin / "kubectl"
-        for component, kustomization, apiservice in ADDONS:
-            build = next(c for c in assets.COMPONENTS if c.name == component)
-            source = assets.cached_bin_dir(build) / kustomization
-            if assets.assets_dir_from_env() is not None or not source.is_dir() or not kubectl.exists():
-                self.log(f"add-on {component}: not applied (no {source} or kubectl from the lab's own build)")
-                continue
-            self._kubectl_apply(f"add-on {component}", "-k", source)
-            self.wait_for(
-                f"the add-on {component}'s APIService {apiservice} to be Available",
-                lambda name=apiservice: self._apiservice_available(name),
-                None,
-                timeout=max(120.0, self.config.timeout),
-            )
-
-    def _kubectl_apply(self, what: str, flag: str, source: pathlib.Path) -> None:
-        """`kubectl apply -f FILE` or `-k DIR` with the admin kubeconfig, as a user applies an add-on."""
-        command = [str(self.paths.bin / "kubectl"), f"--kubeconfig={self.paths.kubeconfig}", "apply", flag, str(source)]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise LabError(f"{what}: kubectl apply {flag} {source} failed: {done.stderr.strip()}")
-
-    def _apiservice_available(self, name: str) -> bool:
-        found = self._found(f"/apis/apiregistration.k8s.io/v1/apiservices/{name}")
-        conditions = ((found or {}).get("status") or {}).get("conditions") or []
-        return any(c.get("type") == "Available" and c.get("status") == "True" for c in conditions)
 
     def _kubelet_args(self, node: nodes.Node) -> list[str]:
         # Paths as the node sees them: the runner reads the node's own files.
@@ -647,7 +413,7 @@ class Lab:
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": "kubeadm-config", "namespace": "kube-system"},
-            "data": {"ClusterConfiguration": kubeadm_cluster_configuration()},
+            "data": {"ClusterConfiguration": kubeadm.cluster_configuration()},
         }
         self._create(self.api(), "/api/v1/namespaces/kube-system/configmaps", body, "ConfigMap kubeadm-config")
 
@@ -717,8 +483,8 @@ class Lab:
         if node.power_server:
             labels[node_power.SERVER_LABEL] = node.power_server
         if node.control_plane:
-            labels[CONTROL_PLANE_LABEL] = ""
-            spec["taints"] = [{"key": CONTROL_PLANE_LABEL, "effect": "NoSchedule"}]
+            labels[kubeadm.CONTROL_PLANE_LABEL] = ""
+            spec["taints"] = [{"key": kubeadm.CONTROL_PLANE_LABEL, "effect": "NoSchedule"}]
         version = assets.kubernetes_version()
         return {
             "apiVersion": "v1",
@@ -771,7 +537,7 @@ class Lab:
         return all(node_ready(found.get(name)) for name in self.config.node_names)
 
     def _default_service_account(self) -> bool:
-        return self._found("/api/v1/namespaces/default/serviceaccounts/default") is not None
+        return self.found("/api/v1/namespaces/default/serviceaccounts/default") is not None
 
     # --- reboot -------------------------------------------------------------------------------
     def reboot(self, name: str) -> dict:
@@ -884,116 +650,3 @@ def pod_cidr(node: nodes.Node) -> str:
 
 def network_host(node: nodes.Node) -> network.Host:
     return network.Host(node.name, node.node_ip, pod_cidr(node))
-
-
-def kubeadm_cluster_configuration() -> str:
-    """The ClusterConfiguration kubeadm v1.36 uploads for this cluster (``kubeadm config print
-    init-defaults`` with the lab's release and networks), as the text of kubeadm-config's key."""
-    doc = {
-        "apiServer": {},
-        "apiVersion": "kubeadm.k8s.io/v1beta4",
-        "caCertificateValidityPeriod": "87600h0m0s",
-        "certificateValidityPeriod": "8760h0m0s",
-        "certificatesDir": "/etc/kubernetes/pki",
-        "clusterName": "kubernetes",
-        "controllerManager": {},
-        "dns": {},
-        "encryptionAlgorithm": "RSA-2048",
-        "etcd": {"local": {"dataDir": "/var/lib/etcd"}},
-        "imageRepository": "registry.k8s.io",
-        "kind": "ClusterConfiguration",
-        "kubernetesVersion": assets.kubernetes_version(),
-        "networking": {
-            "dnsDomain": network.CLUSTER_DOMAIN,
-            "podSubnet": network.POD_CIDR,
-            "serviceSubnet": network.SERVICE_CIDR,
-        },
-        "proxy": {},
-        "scheduler": {},
-    }
-    return yaml.safe_dump(doc, default_flow_style=False, sort_keys=True)
-
-
-def kubeadm_init_configuration(config: LabConfig) -> str:
-    """What `kubeadm init --config` would have been given for this cluster: the InitConfiguration
-    (the API server's advertise address and port, which kube-proxy's kubeconfig names), the uploaded
-    ClusterConfiguration, and a KubeProxyConfiguration that leaves nf_conntrack_max alone
-    (``conntrack.maxPerCore: 0``, as kind sets it: the sysctl is read-only outside the host's own
-    network namespace, and every lab node has one of its own)."""
-    init = {
-        "apiVersion": "kubeadm.k8s.io/v1beta4",
-        "kind": "InitConfiguration",
-        "localAPIEndpoint": {"advertiseAddress": network.ADVERTISE_ADDRESS, "bindPort": config.port("apiserver")},
-        "nodeRegistration": {
-            "name": config.control_plane,
-            "criSocket": "unix:///var/run/containerd/containerd.sock",
-            "taints": [{"key": CONTROL_PLANE_LABEL, "effect": "NoSchedule"}],
-        },
-    }
-    proxy = {
-        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
-        "kind": "KubeProxyConfiguration",
-        "conntrack": {"maxPerCore": 0},
-    }
-    documents = [yaml.safe_dump(init, sort_keys=True), kubeadm_cluster_configuration(), yaml.safe_dump(proxy)]
-    return "---\n".join(documents)
-
-
-def scheduler_manifest(config: LabConfig) -> str:
-    """kube-scheduler's static-pod manifest as kubeadm v1.36 writes it (cmd/kubeadm/app/phases/controlplane)."""
-    version = assets.kubernetes_version()
-    command = [
-        "kube-scheduler",
-        "--authentication-kubeconfig=/etc/kubernetes/scheduler.conf",
-        "--authorization-kubeconfig=/etc/kubernetes/scheduler.conf",
-        "--bind-address=127.0.0.1",
-        "--kubeconfig=/etc/kubernetes/scheduler.conf",
-        "--leader-elect=true",
-    ]
-    port = config.port("scheduler")
-
-    def probe(path: str, initial: int, period: int, failures: int) -> dict:
-        return {
-            "failureThreshold": failures,
-            "httpGet": {"host": "127.0.0.1", "path": path, "port": "probe-port", "scheme": "HTTPS"},
-            **({"initialDelaySeconds": initial} if initial else {}),
-            "periodSeconds": period,
-            "timeoutSeconds": 15,
-        }
-
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "labels": {"component": "kube-scheduler", "tier": "control-plane"},
-            "name": "kube-scheduler",
-            "namespace": "kube-system",
-        },
-        "spec": {
-            "containers": [
-                {
-                    "command": command,
-                    "image": f"registry.k8s.io/kube-scheduler:{version}",
-                    "imagePullPolicy": "IfNotPresent",
-                    "livenessProbe": probe("/livez", 10, 10, 8),
-                    "name": "kube-scheduler",
-                    "ports": [{"containerPort": port, "name": "probe-port", "protocol": "TCP"}],
-                    "readinessProbe": probe("/readyz", 0, 1, 3),
-                    "resources": {"requests": {"cpu": "100m"}},
-                    "startupProbe": probe("/livez", 10, 10, 24),
-                    "volumeMounts": [
-                        {"mountPath": "/etc/kubernetes/scheduler.conf", "name": "kubeconfig", "readOnly": True}
-                    ],
-                }
-            ],
-            "hostNetwork": True,
-            "priority": 2000001000,
-            "priorityClassName": "system-node-critical",
-            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-            "volumes": [
-                {"hostPath": {"path": "/etc/kubernetes/scheduler.conf", "type": "FileOrCreate"}, "name": "kubeconfig"}
-            ],
-        },
-        "status": {},
-    }
-    return yaml.safe_dump(pod, sort_keys=False)

@@ -7,7 +7,7 @@ no Go module, the executable of this machine's Debian package (``system_path``, 
 ``make system-deps``) at Debian's version, which ``why`` justifies, or, for the power demo's
 stress-ng, the lab's own load process (``script``: a stress-ng whose load is simulated, as the
 nodes' CPUs are, lab/stress_ng.py); running "the container" means
-running that executable inside the node with what kubelet gives a container (lab/kubelet_pods.py).
+running that executable inside the node with what kubelet gives a container (lab/kubelet/).
 Every other image stays a kwok-simulated pod: kwok's stages skip the pods whose image is mapped here
 (``kwok_selector``), so exactly one of the two owns each pod's status.
 
@@ -50,7 +50,7 @@ class Image:
     # directory for every image: the scheduler-plugins image's kube-scheduler is not the lab's own):
     # (name the container runs, name in the images dir).
     executables: tuple[tuple[str, str], ...] = ()
-    # A cluster add-on the lab itself applies (lab/cluster.py ADDONS), not an image a role deploys.
+    # A cluster add-on the lab itself applies (lab/addons.py ADDONS), not an image a role deploys.
     addon: bool = False
     # What the lab's power meter counts as the container's CPU use: "requests" (every other image),
     # or "stress-ng" (while the container runs, the CPUs its stress-ng arguments stress).
@@ -357,7 +357,7 @@ def image_map() -> dict[str, dict]:
 def kwok_selector() -> dict:
     """The matchExpression that keeps kwok's pod stages off the pods the lab's kubelet runs: kwok
     evaluates the jq key over every container and NotIn fails when any value is in the list, the
-    same rule lab/kubelet_pods.py uses to claim a pod (any mapped container). An image at another
+    same rule lab/kubelet/pods.py uses to claim a pod (any mapped container). An image at another
     tag than the one mapped (another version) stays kwok's: the lab has no executable for it."""
     return {
         "key": '.spec.containers.[].image | sub("@.*$"; "")',

@@ -285,9 +285,7 @@ def services(cfg):
     found = [Service("sshd", ["/usr/sbin/sshd", "-D", "-e"], "/var/log/lab/sshd.log")]
     if cfg.get("kubelet"):
         found.append(
-            Service(
-                "kubelet", ["/usr/bin/python3", f"{LAB_LIB}/kubelet.py", *cfg["kubelet"]], "/var/log/lab/kubelet.log"
-            )
+            Service("kubelet", ["/usr/bin/python3", f"{LAB_LIB}/kubelet", *cfg["kubelet"]], "/var/log/lab/kubelet.log")
         )
     return found
 

@@ -216,7 +216,7 @@ class NodeHosts:
         pki.write_kubeconfigs(cluster_pki, server, kubeconfigs)
         kubelet_dir = disk / "var" / "lib" / "kubelet"
         kubelet_dir.mkdir(parents=True, exist_ok=True)
-        # The kubelet API's serving certificate (lab/kubelet_api.py), from the cluster CA.
+        # The kubelet API's serving certificate (lab/kubelet/api.py), from the cluster CA.
         pki.write_kubelet_serving(cluster_pki, kubelet_dir / "pki", name, node.node_ip)
         kubelet_config = {
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
@@ -251,7 +251,7 @@ class NodeHosts:
         through the lab's egress proxy, which resolves outside - as on a site whose hosts reach the
         internet only through a proxy. Cluster names do not resolve on a node, as on kubeadm hosts
         whose resolver is the site's: only pods whose ``dnsPolicy`` gives them the cluster DNS
-        resolve ``*.svc.cluster.local`` (lab/kubelet_pods.py); kubeadm's CoreDNS forwards the rest
+        resolve ``*.svc.cluster.local`` (lab/kubelet/sandbox.py); kubeadm's CoreDNS forwards the rest
         to this resolver, as it forwards to a node's resolv.conf."""
         etc = disk / "etc"
         pki.atomic_write(
@@ -282,15 +282,15 @@ class NodeHosts:
         disk = self.disk(name)
         lib = disk / "usr" / "lib" / "poweraware-lab"
         lib.mkdir(parents=True, exist_ok=True)
-        for source, target in (
-            ("node_init.py", "node_init.py"),
-            ("kubelet.py", "kubelet.py"),
-            ("kubelet_pods.py", "kubelet_pods.py"),
-            ("kubelet_api.py", "kubelet_api.py"),
-            ("kubelet_stats.py", "kubelet_stats.py"),
-            ("stress_ng.py", "stress_ng.py"),
-        ):
-            shutil.copyfile(LAB_DIR / source, lib / target)
+        for source in ("node_init.py", "stress_ng.py"):
+            shutil.copyfile(LAB_DIR / source, lib / source)
+        # The kubelet as a package directory (lab/kubelet: its modules import one another
+        # relatively), every module of it and nothing a previous copy left.
+        kubelet = lib / "kubelet"
+        shutil.rmtree(kubelet, ignore_errors=True)
+        kubelet.mkdir(exist_ok=True)
+        for module in sorted((LAB_DIR / "kubelet").glob("*.py")):
+            shutil.copyfile(module, kubelet / module.name)
         sbin = disk / "usr" / "local" / "sbin"
         sbin.mkdir(parents=True, exist_ok=True)
         # Installed as an executable for the node's own interpreter (the source has no shebang).

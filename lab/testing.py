@@ -20,7 +20,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 
-from lab import assets, cluster, nodes
+from lab import assets, cluster, config, nodes
 from lab.components import network, node_power
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -109,7 +109,7 @@ class LabHandle:
 
     def pod_log(self, namespace: str, pod: str) -> str:
         """A pod's output, every container's in turn, as ``kubectl logs`` reads it: through
-        kube-apiserver from the node's kubelet API (lab/kubelet_api.py)."""
+        kube-apiserver from the node's kubelet API (lab/kubelet/api.py)."""
         from kubernetes import client
 
         core = client.CoreV1Api(self.api_client())
@@ -374,8 +374,8 @@ def session(state_dir: pathlib.Path | None = None) -> Iterator[LabHandle]:
     that sessions started, so parallel sessions can share it. A lab started with ``make lab`` is
     left running. ``state_dir`` (default ``POWERAWARE_LAB_DIR`` or ``.cache/lab``) selects another
     state directory (one lab per machine: the nodes' addresses and kubeadm's ports are fixed)."""
-    state_dir = state_dir or pathlib.Path(os.environ.get("POWERAWARE_LAB_DIR", cluster.DEFAULT_STATE_DIR))
-    instance = cluster.Lab(cluster.LabConfig(state_dir=state_dir))
+    state_dir = state_dir or pathlib.Path(os.environ.get("POWERAWARE_LAB_DIR", config.DEFAULT_STATE_DIR))
+    instance = cluster.Lab(config.LabConfig(state_dir=state_dir))
     try:
         instance.acquire(build=True)
     except (cluster.LabError, assets.AssetsError, nodes.NodeError) as exc:

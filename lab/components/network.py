@@ -32,7 +32,7 @@ this process: no packet can leave. Inside:
 - the API server has a site address of its own, ``ADVERTISE_ADDRESS`` (a real control-plane node's
   address), that pods reach it at through 10.96.0.1:443;
 - each pod the lab's kubelet runs has a network namespace of its own joined by a veth pair
-  (lab/kubelet_pods.py), its address in the node's share of ``POD_CIDR`` routed to its veth; the
+  (lab/kubelet/sandbox.py), its address in the node's share of ``POD_CIDR`` routed to its veth; the
   node forwards between them (``ip_forward``), as a node does.
 
 This process is the border (run with the controller's Python, standard library only):

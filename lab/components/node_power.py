@@ -49,7 +49,8 @@ from lab import (
     stress_ng,
 )
 from lab.api import Api
-from lab.kubelet_pods import reference_of, stress_arguments
+from lab.kubelet.containers import stress_arguments
+from lab.kubelet.pull import reference_of
 from lab.process import LabProcess, python_module
 
 TICK = 0.1  # /proc/stat's step: a collectd interval of 10 s sees at most 1 % of error from it

@@ -17,7 +17,7 @@ Such an image is an OCI image whose config carries the image's entrypoint and us
 layer names the public reference the lab has the executable for. A mirror cannot keep the public
 digests of images it rebuilds, so ``mirror.json`` in the state dir lists the digests it serves.
 The lab's kubelet pulls from it for real: basic auth from the pod's pull secrets, the manifest by
-tag or digest, digests verified (lab/kubelet_pods.py ``pull_image``).
+tag or digest, digests verified (lab/kubelet/pull.py ``pull_image``).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ MIRROR = f"{ADDRESS}:{PORT}"
 LOCAL = f"127.0.0.1:{PORT}"  # this machine's way in (the border relays it to MIRROR)
 USER = "lab-mirror"
 CERTS_D = pathlib.PurePosixPath("etc/containerd/certs.d")  # containerd's hosts directory, on each node
-LABEL = "io.poweraware.lab.image"  # the config label naming the public reference (lab/kubelet_pods.py reads it)
+LABEL = "io.poweraware.lab.image"  # the config label naming the public reference (lab/kubelet/pull.py reads it)
 LAYER_FILE = "etc/poweraware-lab/image"
 MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 CONFIG = "application/vnd.oci.image.config.v1+json"

@@ -18,7 +18,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from poweraware_testing import wait_until
 
-from lab import assets, cluster, nodes
+from lab import assets, cluster, config, nodes
 from lab.components import network
 
 pytestmark = pytest.mark.lab
@@ -262,7 +262,7 @@ def test_nodes_are_hosts_reached_over_ssh(lab):
         cpu0 = lab.ssh(name, "cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq").stdout.strip()
         assert cpu0 == (lab.node_sysfs(name) / "devices/system/cpu/cpu0/cpufreq/scaling_max_freq").read_text().strip()
         # The controller's checkout is hidden: empty, or absent when it lives under the node's own /tmp.
-        assert lab.ssh(name, f"ls -A {cluster.REPO_ROOT} 2>/dev/null || true").stdout == ""
+        assert lab.ssh(name, f"ls -A {config.REPO_ROOT} 2>/dev/null || true").stdout == ""
         assert lab.ssh(name, "python3 -c 'import kubernetes'", check=False).returncode != 0  # a fresh server
         modes = lab.ssh(name, "sudo -n stat -c '%a %U %n' /etc/kubernetes/kubelet.conf /var/lib/kubelet/config.yaml")
         assert modes.stdout.split("\n")[:2] == [
@@ -314,8 +314,8 @@ def test_ansible_facts_name_each_node_and_its_address(lab):
         text=True,
         timeout=300,
         check=False,
-        cwd=cluster.REPO_ROOT,
-        env={**os.environ, "ANSIBLE_CONFIG": str(cluster.REPO_ROOT / "ansible.cfg")},
+        cwd=config.REPO_ROOT,
+        env={**os.environ, "ANSIBLE_CONFIG": str(config.REPO_ROOT / "ansible.cfg")},
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     facts = {}
@@ -389,7 +389,7 @@ def test_lab_down_leaves_no_process_namespace_mount_or_state(lab):
     for ns in namespaces:
         assert nodes.pids_in_namespace(ns) == [], ns  # the namespace, and its mounts, are gone
     assert not lab.state_dir.exists()
-    for port in cluster.PORTS.values():
+    for port in config.PORTS.values():
         assert cluster.port_free(port), port
     for address in lab.addresses.values():
         assert not nodes.port_open(address, nodes.SSH_PORT), address

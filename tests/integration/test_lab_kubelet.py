@@ -1,4 +1,4 @@
-"""The lab's kubelet runs the pods whose image the lab knows (lab/images.py, lab/kubelet_pods.py):
+"""The lab's kubelet runs the pods whose image the lab knows (lab/images.py, lab/kubelet/pods.py):
 a real kube-state-metrics as a Deployment places it, with its service-account token, a ConfigMap
 volume and downward-API environment, as a non-root user, Ready because its probe answers, restarted
 when it dies, stopped and removed when deleted; an image that cannot start says why in the status."""
@@ -20,7 +20,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from poweraware_testing import wait_until
 
-from lab import kubelet_pods
+from lab.kubelet import pods, runtime
 
 pytestmark = pytest.mark.lab
 
@@ -156,7 +156,7 @@ def test_a_mapped_image_runs_for_real_with_what_kubelet_gives_a_container(lab, a
     # Its file system view: the token bound to this pod, the namespace, the CA, the ConfigMap.
     root = pathlib.Path(f"/proc/{pid}/root")
     # (/var/run is an absolute link to /run: resolved inside the container's root, as it sees it)
-    sa_dir = pathlib.Path(kubelet_pods.resolve_in_root(str(root), "/var/run/secrets/kubernetes.io/serviceaccount"))
+    sa_dir = pathlib.Path(runtime.resolve_in_root(str(root), "/var/run/secrets/kubernetes.io/serviceaccount"))
     assert (sa_dir / "namespace").read_text() == namespace
     assert "BEGIN CERTIFICATE" in (sa_dir / "ca.crt").read_text()
     token = (sa_dir / "token").read_text()
@@ -308,7 +308,7 @@ def test_unmapped_images_stay_simulated_by_kwok(lab, apis, namespace):
     for node in lab.worker_nodes:
         status = json.loads((lab.node_disk(node) / "var/lib/kubelet/lab-static-pods.json").read_text())
         assert all(not key.startswith(f"{namespace}/") for key in status.get("api_pods", {}))
-    assert kubelet_pods.claims(core.api_client.sanitize_for_serialization(pod), {}) is False
+    assert pods.claims(core.api_client.sanitize_for_serialization(pod), {}) is False
 
 
 ALPINE = "docker.io/library/alpine:3.17.3"  # the power demo's init image, mapped to this machine's sleep and sh

@@ -30,7 +30,7 @@ from ansible_run import FAST_SCHEDULER_EXTENDER, REPO_ROOT, run_playbook
 from extender_server import ExtenderServer, issue_server, make_ca
 from poweraware_testing import wait_until
 
-from lab import cluster
+from lab import cluster, kubeadm
 from lab.components import network
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -112,7 +112,7 @@ def registered(lab, pki, extender):
     # then holds it, so this registration replaces it and absent removes both, which gives back the
     # manifest as kubeadm wrote it. The site's registration is put back afterwards.
     site_registered = b"poweraware.k8s/scheduler-extender" in original
-    pristine = cluster.scheduler_manifest(cluster.Lab.from_state(lab.state_dir, log=lambda _m: None).config)
+    pristine = kubeadm.scheduler_manifest(cluster.Lab.from_state(lab.state_dir, log=lambda _m: None).config)
     first = _run(lab, _vars(lab, pki, extender))
     try:
         yield {"original": original, "first": first}
@@ -310,7 +310,7 @@ def test_a_kubeadm_upgrade_drops_the_registration_and_the_next_run_restores_it(l
     assert 'Creating static Pod manifest for "kube-scheduler"' in rendered.stdout, rendered
     regenerated = lab.scheduler_manifest.read_bytes()
     # kubeadm's render is the lab's manifest byte for byte: nothing of the registration is left
-    pristine = cluster.scheduler_manifest(cluster.Lab.from_state(lab.state_dir, log=lambda _m: None).config)
+    pristine = kubeadm.scheduler_manifest(cluster.Lab.from_state(lab.state_dir, log=lambda _m: None).config)
     assert regenerated == pristine.encode()
     argv = wait_until(
         lambda: (a := _scheduler_argv(lab)) is not None and not any(x.startswith("--config=") for x in a) and a,

@@ -2,7 +2,7 @@
 // exec, attach and port-forward, served here by the same package (k8s.io/cri-streaming, the
 // streaming server kubelet and containerd share) for the lab's containers, which are processes.
 //
-// The lab's kubelet (lab/kubelet.py) starts it and asks it, one JSON object per line on stdin, for
+// The lab's kubelet (lab/kubelet/) starts it and asks it, one JSON object per line on stdin, for
 // the URL of a request as kubelet asks its runtime over CRI (Exec, Attach, PortForward); the answer
 // (one line on stdout) is the URL it proxies the caller's upgraded connection to, as kubelet does.
 // Container and sandbox IDs are the lab runtime's (`lab://<pid>`, what the pod status reports).

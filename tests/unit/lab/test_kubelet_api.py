@@ -1,4 +1,4 @@
-"""The lab kubelet's API (lab/kubelet_api.py) by kubelet's rules: the SubjectAccessReview attributes a
+"""The lab kubelet's API (lab/kubelet/api.py) by kubelet's rules: the SubjectAccessReview attributes a
 path and method are authorised as (pkg/kubelet/server/auth.go), the user a client certificate
 names, containerLogs' query, and the server itself over real TLS with a certificate from a CA of
 the test's own, the API server's reviews answered by a stub that records what it was asked."""
@@ -17,7 +17,9 @@ import time
 import pytest
 from test_kubelet_stats import fake_proc, fake_sys
 
-from lab import kubelet_api, kubelet_stats, pki
+from lab import pki
+from lab.kubelet import api as kubelet_api
+from lab.kubelet import stats as kubelet_stats
 
 NODE = "lab-worker-1"
 

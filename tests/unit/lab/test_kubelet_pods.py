@@ -1,4 +1,4 @@
-"""The lab kubelet's decisions for API pods (lab/kubelet_pods.py): which pods it claims (the same
+"""The lab kubelet's decisions for API pods (lab/kubelet/pods.py and its modules): which pods it claims (the same
 rule kwok's generated stages use to skip them), addresses, Kubernetes' $(VAR) expansion, the
 ENTRYPOINT/command/args rules, listen flags, volume items and paths resolved inside a container root."""
 
@@ -19,8 +19,9 @@ import yaml
 from ansible_collections.poweraware.k8s.plugins.module_utils._descheduler import release_for
 from poweraware_testing import role_defaults
 
-from lab import assets, images, kubelet_pods
+from lab import assets, images
 from lab.components import kwok
+from lab.kubelet import client, common, containers, pods, probes, pull, runtime, sandbox, volumes
 
 KSM = "registry.k8s.io/kube-state-metrics/kube-state-metrics"
 IMAGE_MAP = images.image_map()
@@ -48,19 +49,19 @@ def pod(*container_images, annotations=None, host_network=False):
     ],
 )
 def test_reference_drops_the_digest_and_not_a_registry_port(image, reference):
-    assert kubelet_pods.reference_of(image) == reference
+    assert pull.reference_of(image) == reference
 
 
 def test_a_pod_is_claimed_when_any_container_is_mapped_and_never_a_mirror_pod():
-    assert kubelet_pods.claims(pod(f"{KSM}:v2.15.0"), IMAGE_MAP)
-    assert kubelet_pods.claims(pod("registry.k8s.io/pause:3.10", f"{KSM}:v2.15.0"), IMAGE_MAP)
-    assert not kubelet_pods.claims(pod("registry.k8s.io/pause:3.10"), IMAGE_MAP)
+    assert pods.claims(pod(f"{KSM}:v2.15.0"), IMAGE_MAP)
+    assert pods.claims(pod("registry.k8s.io/pause:3.10", f"{KSM}:v2.15.0"), IMAGE_MAP)
+    assert not pods.claims(pod("registry.k8s.io/pause:3.10"), IMAGE_MAP)
     mirror = pod(f"{KSM}:v2.15.0", annotations={"kubernetes.io/config.mirror": "x"})
-    assert not kubelet_pods.claims(mirror, IMAGE_MAP)
+    assert not pods.claims(mirror, IMAGE_MAP)
     # Another version of a mapped image is not the executable the lab has: kwok keeps it.
-    assert not kubelet_pods.claims(pod(f"{KSM}:v2.12.0"), IMAGE_MAP)
-    assert not kubelet_pods.claims(pod("docker.io/intel/telemetry-aware-scheduling:0.6.0"), IMAGE_MAP)
-    assert kubelet_pods.claims(pod("docker.io/intel/telemetry-aware-scheduling:0.7.0"), IMAGE_MAP)
+    assert not pods.claims(pod(f"{KSM}:v2.12.0"), IMAGE_MAP)
+    assert not pods.claims(pod("docker.io/intel/telemetry-aware-scheduling:0.6.0"), IMAGE_MAP)
+    assert pods.claims(pod("docker.io/intel/telemetry-aware-scheduling:0.7.0"), IMAGE_MAP)
 
 
 def test_kwok_stages_skip_exactly_the_pods_the_kubelet_claims(tmp_path):
@@ -78,18 +79,18 @@ def test_kwok_stages_skip_exactly_the_pods_the_kubelet_claims(tmp_path):
 
 
 def test_pod_addresses_are_stable_per_uid_distinct_and_in_the_nodes_range():
-    first = kubelet_pods.pod_address("uid-a", "10.244.12.0/24", set())
-    assert first == kubelet_pods.pod_address("uid-a", "10.244.12.0/24", set())
+    first = sandbox.pod_address("uid-a", "10.244.12.0/24", set())
+    assert first == sandbox.pod_address("uid-a", "10.244.12.0/24", set())
     assert first.startswith("10.244.12.")
     assert 2 <= int(first.rsplit(".", 1)[1]) <= 254
     taken = {first}
-    again = kubelet_pods.pod_address("uid-a", "10.244.12.0/24", taken)
+    again = sandbox.pod_address("uid-a", "10.244.12.0/24", taken)
     assert again != first and again.startswith("10.244.12.")
     everything = {f"10.244.12.{i}" for i in range(2, 255)}
-    with pytest.raises(kubelet_pods.PodError, match="no free pod address"):
-        kubelet_pods.pod_address("uid-b", "10.244.12.0/24", everything)
-    with pytest.raises(kubelet_pods.PodError, match="IPv4 /24, not 10.244.0.0/16"):
-        kubelet_pods.pod_address("uid-b", "10.244.0.0/16", set())
+    with pytest.raises(common.PodError, match="no free pod address"):
+        sandbox.pod_address("uid-b", "10.244.12.0/24", everything)
+    with pytest.raises(common.PodError, match="IPv4 /24, not 10.244.0.0/16"):
+        sandbox.pod_address("uid-b", "10.244.0.0/16", set())
 
 
 def _dns_pod(policy=None, host_network=False, config=None):
@@ -102,16 +103,16 @@ def _dns_pod(policy=None, host_network=False, config=None):
 
 
 def test_resolv_conf_follows_kubelets_dns_policies():
-    cluster_first = kubelet_pods.resolv_conf(_dns_pod(), "10.96.0.10", "cluster.local")
+    cluster_first = sandbox.resolv_conf(_dns_pod(), "10.96.0.10", "cluster.local")
     assert cluster_first == (
         "nameserver 10.96.0.10\nsearch monitoring.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n"
     )
     # ClusterFirst on the host network falls back to the node's file, as kubelet does.
-    assert kubelet_pods.resolv_conf(_dns_pod(host_network=True), "10.96.0.10", "cluster.local") is None
-    assert kubelet_pods.resolv_conf(_dns_pod("Default"), "10.96.0.10", "cluster.local") is None
-    with_host = kubelet_pods.resolv_conf(_dns_pod("ClusterFirstWithHostNet", True), "10.96.0.10", "cluster.local")
+    assert sandbox.resolv_conf(_dns_pod(host_network=True), "10.96.0.10", "cluster.local") is None
+    assert sandbox.resolv_conf(_dns_pod("Default"), "10.96.0.10", "cluster.local") is None
+    with_host = sandbox.resolv_conf(_dns_pod("ClusterFirstWithHostNet", True), "10.96.0.10", "cluster.local")
     assert with_host == cluster_first
-    merged = kubelet_pods.resolv_conf(
+    merged = sandbox.resolv_conf(
         _dns_pod(
             config={
                 "nameservers": ["10.96.0.53"],
@@ -128,7 +129,7 @@ def test_resolv_conf_follows_kubelets_dns_policies():
         "search monitoring.svc.cluster.local svc.cluster.local cluster.local example.org",
         "options ndots:2 edns0",
     ]
-    only = kubelet_pods.resolv_conf(_dns_pod("None", config={"nameservers": ["10.0.0.2"]}), "10.96.0.10", "c.l")
+    only = sandbox.resolv_conf(_dns_pod("None", config={"nameservers": ["10.0.0.2"]}), "10.96.0.10", "c.l")
     assert only == "nameserver 10.0.0.2\n"
 
 
@@ -144,29 +145,27 @@ def test_resolv_conf_follows_kubelets_dns_policies():
     ],
 )
 def test_variable_references_expand_as_kubernetes_does(value, expected):
-    assert kubelet_pods.expand(value, {"NODE": "w1"}) == expected
+    assert containers.expand(value, {"NODE": "w1"}) == expected
 
 
 def test_command_replaces_the_entrypoint_and_args_replace_its_defaults():
     image = IMAGE_MAP[f"{KSM}:v2.15.0"]
-    assert kubelet_pods.resolve_command({}, image, {}) == list(image["entrypoint"])
-    only_args = kubelet_pods.resolve_command({"args": ["--port=9000"]}, image, {})
+    assert containers.resolve_command({}, image, {}) == list(image["entrypoint"])
+    only_args = containers.resolve_command({"args": ["--port=9000"]}, image, {})
     assert only_args == ["kube-state-metrics", "--port=9000"]  # the image's default args are gone
-    command = kubelet_pods.resolve_command(
-        {"command": ["/kube-state-metrics"], "args": ["--v=$(V)"]}, image, {"V": "2"}
-    )
+    command = containers.resolve_command({"command": ["/kube-state-metrics"], "args": ["--v=$(V)"]}, image, {"V": "2"})
     assert command == ["/kube-state-metrics", "--v=2"]
-    with pytest.raises(kubelet_pods.PodError, match="no entrypoint"):
-        kubelet_pods.resolve_command({}, {"entrypoint": []}, {})
+    with pytest.raises(common.PodError, match="no entrypoint"):
+        containers.resolve_command({}, {"entrypoint": []}, {})
 
 
 def test_volume_items_select_keys_paths_and_modes_and_refuse_missing_keys():
     data = {"a": b"1", "b": b"2"}
-    assert kubelet_pods.key_to_path_items(data, None, 0o644) == {"a": (b"1", 0o644), "b": (b"2", 0o644)}
-    picked = kubelet_pods.key_to_path_items(data, [{"key": "b", "path": "dir/b.txt", "mode": 0o400}], 0o644)
+    assert volumes.key_to_path_items(data, None, 0o644) == {"a": (b"1", 0o644), "b": (b"2", 0o644)}
+    picked = volumes.key_to_path_items(data, [{"key": "b", "path": "dir/b.txt", "mode": 0o400}], 0o644)
     assert picked == {"dir/b.txt": (b"2", 0o400)}
-    with pytest.raises(kubelet_pods.PodError, match="'c' is not in"):
-        kubelet_pods.key_to_path_items(data, [{"key": "c"}], 0o644)
+    with pytest.raises(common.PodError, match="'c' is not in"):
+        volumes.key_to_path_items(data, [{"key": "c"}], 0o644)
 
 
 class ObjectsApi:
@@ -179,7 +178,7 @@ class ObjectsApi:
         self.reads += 1
         data = self.objects.get((kind, name))
         if data is None and not optional:
-            raise kubelet_pods.PodError(f'{kind.lower()} "{name}" not found')
+            raise common.PodError(f'{kind.lower()} "{name}" not found')
         return data
 
 
@@ -194,22 +193,22 @@ def test_configmap_volumes_follow_the_api_by_an_atomic_swap_and_only_when_change
         {"name": "creds", "secret": {"secretName": "creds", "defaultMode": 0o400}},
         {"name": "late", "configMap": {"name": "late", "optional": True}},
     ]
-    volumes = kubelet_pods.PodVolumes(api, p, tmp_path, None)
-    volumes.prepare()
-    settings = volumes.volumes["settings"].source
+    pod_volumes = volumes.PodVolumes(api, p, tmp_path, None)
+    pod_volumes.prepare()
+    settings = pod_volumes.volumes["settings"].source
     first = os.readlink(settings / "..data")
     assert (settings / "mode").read_text() == "one"
-    assert volumes.sync() == []  # nothing changed: nothing written
+    assert pod_volumes.sync() == []  # nothing changed: nothing written
     assert os.readlink(settings / "..data") == first
     api.objects[("ConfigMap", "settings")] = {"mode": b"two", "extra": b"x"}
     api.objects[("ConfigMap", "late")] = {"now": b"here"}
-    assert sorted(volumes.sync()) == ["late", "settings"]
+    assert sorted(pod_volumes.sync()) == ["late", "settings"]
     assert (settings / "mode").read_text() == "two" and (settings / "extra").read_text() == "x"
     assert os.readlink(settings / "..data") != first and not (settings / first).exists()
-    assert (volumes.volumes["late"].source / "now").read_text() == "here"
+    assert (pod_volumes.volumes["late"].source / "now").read_text() == "here"
     api.objects[("Secret", "creds")] = {"key": b"k2"}
-    assert volumes.sync() == ["creds"]
-    creds = volumes.volumes["creds"].source / "key"
+    assert pod_volumes.sync() == ["creds"]
+    creds = pod_volumes.volumes["creds"].source / "key"
     assert creds.read_text() == "k2" and (creds.stat().st_mode & 0o777) == 0o400
 
 
@@ -217,12 +216,12 @@ def test_downward_fields_and_an_unsupported_one():
     p = pod(f"{KSM}:v2.15.0")
     p["metadata"]["labels"] = {"app": "x"}
     p["spec"]["nodeName"] = "w1"
-    assert kubelet_pods.field_value(p, "metadata.namespace", "", "") == "ns"
-    assert kubelet_pods.field_value(p, "spec.nodeName", "", "") == "w1"
-    assert kubelet_pods.field_value(p, "status.podIP", "10.244.1.2", "") == "10.244.1.2"
-    assert kubelet_pods.field_value(p, "metadata.labels['app']", "", "") == "x"
-    with pytest.raises(kubelet_pods.PodError, match="not supported"):
-        kubelet_pods.field_value(p, "spec.priority", "", "")
+    assert volumes.field_value(p, "metadata.namespace", "", "") == "ns"
+    assert volumes.field_value(p, "spec.nodeName", "", "") == "w1"
+    assert volumes.field_value(p, "status.podIP", "10.244.1.2", "") == "10.244.1.2"
+    assert volumes.field_value(p, "metadata.labels['app']", "", "") == "x"
+    with pytest.raises(common.PodError, match="not supported"):
+        volumes.field_value(p, "spec.priority", "", "")
 
 
 def test_container_paths_resolve_inside_the_root_through_absolute_symlinks(tmp_path):
@@ -231,13 +230,13 @@ def test_container_paths_resolve_inside_the_root_through_absolute_symlinks(tmp_p
     (root / "var").mkdir()
     os.symlink("/run", root / "var" / "run")  # Debian's /var/run, absolute
     os.symlink("../../etc", root / "var" / "up")
-    resolved = kubelet_pods.resolve_in_root(str(root), "/var/run/secrets/kubernetes.io/serviceaccount")
+    resolved = runtime.resolve_in_root(str(root), "/var/run/secrets/kubernetes.io/serviceaccount")
     assert resolved == str(root / "run" / "secrets" / "kubernetes.io" / "serviceaccount")
     # ".." never climbs out of the root, whatever the link says.
-    assert kubelet_pods.resolve_in_root(str(root), "/var/up/../../../x") == str(root / "x")
+    assert runtime.resolve_in_root(str(root), "/var/up/../../../x") == str(root / "x")
     os.symlink("loop", root / "loop")
     with pytest.raises(OSError, match="too many levels"):
-        kubelet_pods.resolve_in_root(str(root), "/loop/x")
+        runtime.resolve_in_root(str(root), "/loop/x")
 
 
 def test_every_mapped_image_is_a_roles_default_image_at_its_default_tag():
@@ -277,10 +276,10 @@ def test_every_mapped_image_is_a_roles_default_image_at_its_default_tag():
 
 
 def test_a_pod_network_is_a_veth_named_from_the_uid_with_a_host_route_and_a_default_route():
-    interface = kubelet_pods.host_interface("0f6c1b1e-5a34-4b8e-9f57-1b2c3d4e5f60")
+    interface = sandbox.host_interface("0f6c1b1e-5a34-4b8e-9f57-1b2c3d4e5f60")
     assert interface.startswith("cali") and len(interface) == 15  # IFNAMSIZ - 1
-    assert interface != kubelet_pods.host_interface("another-uid")
-    plan = kubelet_pods.sandbox_plan(interface, "10.244.11.9", 4242)
+    assert interface != sandbox.host_interface("another-uid")
+    plan = sandbox.sandbox_plan(interface, "10.244.11.9", 4242)
     node = [argv for where, argv in plan if where == "node"]
     pod = [argv for where, argv in plan if where == "pod"]
     assert node[0] == ["ip", "link", "add", interface, "type", "veth", "peer", "name", "eth0", "netns", "4242"]
@@ -308,16 +307,16 @@ def test_the_kubernetes_service_names_the_pods_api_server_and_waits_until_it_exi
             return self.service
 
     service = {"spec": {"clusterIP": "10.96.0.1", "ports": [{"name": "https", "port": 443}]}}
-    assert kubelet_pods.NodeApi(Api(service)).kubernetes_service() == ("10.96.0.1", "443")
-    with pytest.raises(kubelet_pods.PodError, match="no cluster IP"):
-        kubelet_pods.NodeApi(Api(None)).kubernetes_service()
+    assert client.NodeApi(Api(service)).kubernetes_service() == ("10.96.0.1", "443")
+    with pytest.raises(common.PodError, match="no cluster IP"):
+        client.NodeApi(Api(None)).kubernetes_service()
 
 
 def test_pod_hostname_is_kubelets():
-    assert kubelet_pods.pod_hostname({"metadata": {"name": "web-0"}, "spec": {}}) == "web-0"
-    assert kubelet_pods.pod_hostname({"metadata": {"name": "web-0"}, "spec": {"hostname": "db"}}) == "db"
+    assert sandbox.pod_hostname({"metadata": {"name": "web-0"}, "spec": {}}) == "web-0"
+    assert sandbox.pod_hostname({"metadata": {"name": "web-0"}, "spec": {"hostname": "db"}}) == "db"
     long_name = "a" * 62 + "-b" + "c" * 10  # cut at 63 ends with "-": trimmed, as kubelet does
-    assert kubelet_pods.pod_hostname({"metadata": {"name": long_name}, "spec": {}}) == "a" * 62
+    assert sandbox.pod_hostname({"metadata": {"name": long_name}, "spec": {}}) == "a" * 62
 
 
 NFD = "registry.k8s.io/nfd/node-feature-discovery:v0.19.0"
@@ -329,7 +328,7 @@ def _api_pod(spec_context=None, container_context=None, image=NFD):
         body["spec"]["securityContext"] = spec_context
     if container_context is not None:
         body["spec"]["containers"][0]["securityContext"] = container_context
-    api_pod = kubelet_pods.ApiPod(body, "n", "127.0.1.1", "10.244.1.2", IMAGE_MAP, pathlib.Path("/nonexistent"), None)
+    api_pod = containers.ApiPod(body, "n", "127.0.1.1", "10.244.1.2", IMAGE_MAP, pathlib.Path("/nonexistent"), None)
     (container,) = api_pod.containers
     return api_pod, container
 
@@ -337,22 +336,22 @@ def _api_pod(spec_context=None, container_context=None, image=NFD):
 def test_the_image_user_applies_when_the_pod_names_none():
     # NFD's image runs as USER 65534:65534: its pods set only runAsNonRoot, as upstream's manifests do
     api_pod, container = _api_pod({"runAsNonRoot": True})
-    assert kubelet_pods.run_as(api_pod.pod, container.spec, container.image) == (65534, 65534, ())
+    assert runtime.run_as(api_pod.pod, container.spec, container.image) == (65534, 65534, ())
     # the pod's runAsUser/runAsGroup win over the image's
     api_pod, container = _api_pod({"runAsNonRoot": True, "runAsUser": 1000}, {"runAsGroup": 2000})
-    assert kubelet_pods.run_as(api_pod.pod, container.spec, container.image) == (1000, 2000, ())
+    assert runtime.run_as(api_pod.pod, container.spec, container.image) == (1000, 2000, ())
 
 
 def test_an_image_without_user_runs_as_root_and_runasnonroot_refuses_it():
     load_watcher = "localhost:5000/load-watcher:v0.2.4"  # no USER in its Dockerfile
     api_pod, container = _api_pod({"runAsNonRoot": True}, image=load_watcher)
-    with pytest.raises(kubelet_pods.PodError, match="runAsNonRoot and image will run as root"):
-        kubelet_pods.run_as(api_pod.pod, container.spec, container.image)
+    with pytest.raises(common.PodError, match="runAsNonRoot and image will run as root"):
+        runtime.run_as(api_pod.pod, container.spec, container.image)
     api_pod, container = _api_pod(None, image=load_watcher)
-    assert kubelet_pods.run_as(api_pod.pod, container.spec, container.image) is None
+    assert runtime.run_as(api_pod.pod, container.spec, container.image) is None
     # the descheduler's USER 1000 has no group: the group is the uid's, as the lab gives it
     api_pod, container = _api_pod({}, image="registry.k8s.io/descheduler/descheduler:v0.36.0")
-    assert kubelet_pods.run_as(api_pod.pod, container.spec, container.image) == (1000, 1000, ())
+    assert runtime.run_as(api_pod.pod, container.spec, container.image) == (1000, 1000, ())
 
 
 def _h2_server(status: int | None):
@@ -368,18 +367,18 @@ def _h2_server(status: int | None):
     def serve():
         conn, _addr = listener.accept()
         with conn:
-            preface = conn.recv(len(kubelet_pods.H2_PREFACE))
+            preface = conn.recv(len(probes.H2_PREFACE))
             received["preface"] = preface
-            conn.sendall(kubelet_pods.h2_frame(kubelet_pods.H2_SETTINGS, 0, 0, b"\x00\x03\x00\x00\x00\x64"))
-            ends = kubelet_pods.H2_END_HEADERS
+            conn.sendall(probes.h2_frame(probes.H2_SETTINGS, 0, 0, b"\x00\x03\x00\x00\x00\x64"))
+            ends = probes.H2_END_HEADERS
             if status is None:
-                ends |= kubelet_pods.H2_END_STREAM
-            conn.sendall(kubelet_pods.h2_frame(kubelet_pods.H2_HEADERS, ends, 1, b"\x88\x5f\x8b\x1d\x75\xd0\x62\x0d"))
+                ends |= probes.H2_END_STREAM
+            conn.sendall(probes.h2_frame(probes.H2_HEADERS, ends, 1, b"\x88\x5f\x8b\x1d\x75\xd0\x62\x0d"))
             if status is not None:
                 message = b"\x00\x00\x00\x00\x02\x08" + bytes([status])
-                conn.sendall(kubelet_pods.h2_frame(kubelet_pods.H2_DATA, 0, 1, message))
-                trailer = kubelet_pods.H2_END_HEADERS | kubelet_pods.H2_END_STREAM
-                conn.sendall(kubelet_pods.h2_frame(kubelet_pods.H2_HEADERS, trailer, 1, b"\x40\x8b\x9a"))
+                conn.sendall(probes.h2_frame(probes.H2_DATA, 0, 1, message))
+                trailer = probes.H2_END_HEADERS | probes.H2_END_STREAM
+                conn.sendall(probes.h2_frame(probes.H2_HEADERS, trailer, 1, b"\x40\x8b\x9a"))
             conn.recv(65536)
 
     threading.Thread(target=serve, daemon=True).start()
@@ -399,8 +398,8 @@ def test_a_grpc_probe_passes_only_on_serving(status, ok, message):
     with listener:
         port = listener.getsockname()[1]
         probe = {"grpc": {"port": port}, "timeoutSeconds": 2}
-        assert kubelet_pods.run_probe(probe, {}, "127.0.0.1", None) == (ok, message)
-    assert received["preface"] == kubelet_pods.H2_PREFACE
+        assert probes.run_probe(probe, {}, "127.0.0.1", None) == (ok, message)
+    assert received["preface"] == probes.H2_PREFACE
 
 
 def test_a_grpc_probe_of_a_closed_port_fails():
@@ -408,16 +407,16 @@ def test_a_grpc_probe_of_a_closed_port_fails():
 
     with socket.create_server(("127.0.0.1", 0)) as listener:
         port = listener.getsockname()[1]
-    ok, message = kubelet_pods.run_probe({"grpc": {"port": port}}, {}, "127.0.0.1", None)
+    ok, message = probes.run_probe({"grpc": {"port": port}}, {}, "127.0.0.1", None)
     assert not ok and message.startswith("probe failed:"), message
 
 
 def test_a_missing_host_path_of_unset_type_is_created_as_a_directory(tmp_path):
     missing = tmp_path / "etc" / "kubernetes" / "node-feature-discovery" / "features.d"
-    assert kubelet_pods.prepare_host_path({"path": str(missing)}) == missing
+    assert volumes.prepare_host_path({"path": str(missing)}) == missing
     assert missing.is_dir()
-    with pytest.raises(kubelet_pods.PodError, match="is not a directory"):
-        kubelet_pods.prepare_host_path({"path": str(tmp_path / "absent"), "type": "Directory"})
+    with pytest.raises(common.PodError, match="is not a directory"):
+        volumes.prepare_host_path({"path": str(tmp_path / "absent"), "type": "Directory"})
     assert not (tmp_path / "absent").exists()
 
 
@@ -434,24 +433,22 @@ def test_a_missing_host_path_of_unset_type_is_created_as_a_directory(tmp_path):
     ],
 )
 def test_resource_field_refs_are_whole_numbers_of_the_divisor(resources, ref, value):
-    assert kubelet_pods.resource_value({"resources": resources}, ref) == value
+    assert containers.resource_value({"resources": resources}, ref) == value
 
 
 def test_capabilities_follow_containerds_rule():
-    caps = kubelet_pods.CAPABILITIES
+    caps = runtime.CAPABILITIES
 
     def kept(**given):
-        return kubelet_pods.kept_capabilities({"securityContext": {"capabilities": given}} if given else {})
+        return runtime.kept_capabilities({"securityContext": {"capabilities": given}} if given else {})
 
     assert kept() is None  # none named: the lab leaves the process's set
     assert kept(drop=["ALL"]) == frozenset()
     assert kept(drop=["ALL"], add=["DAC_READ_SEARCH"]) == {caps["DAC_READ_SEARCH"]}
-    assert kept(drop=["NET_RAW"]) == kubelet_pods.RUNTIME_DEFAULT_CAPABILITIES - {caps["NET_RAW"]}
-    assert kept(add=["CAP_SYS_ADMIN"]) == kubelet_pods.RUNTIME_DEFAULT_CAPABILITIES | {caps["SYS_ADMIN"]}
+    assert kept(drop=["NET_RAW"]) == runtime.RUNTIME_DEFAULT_CAPABILITIES - {caps["NET_RAW"]}
+    assert kept(add=["CAP_SYS_ADMIN"]) == runtime.RUNTIME_DEFAULT_CAPABILITIES | {caps["SYS_ADMIN"]}
     assert kept(add=["ALL"], drop=["SYS_ADMIN"]) == set(caps.values()) - {caps["SYS_ADMIN"]}
-    with pytest.raises(
-        kubelet_pods.PodError, match="unknown capability 'SYS_MAGIC' in securityContext.capabilities.add"
-    ):
+    with pytest.raises(common.PodError, match="unknown capability 'SYS_MAGIC' in securityContext.capabilities.add"):
         kept(add=["SYS_MAGIC"])
 
 
@@ -463,7 +460,7 @@ def test_a_root_container_without_capabilities_has_none_after_exec():
     def effective(kept):
         out = subprocess.run(
             ["/bin/grep", "^CapEff:", "/proc/self/status"],
-            preexec_fn=lambda: kubelet_pods.limit_capabilities(kept),  # noqa: PLW1509
+            preexec_fn=lambda: runtime.limit_capabilities(kept),  # noqa: PLW1509
             capture_output=True,
             text=True,
             check=True,
@@ -471,11 +468,11 @@ def test_a_root_container_without_capabilities_has_none_after_exec():
         return int(out.split()[1], 16)
 
     assert effective(frozenset()) == 0
-    assert effective(frozenset({kubelet_pods.CAPABILITIES["DAC_READ_SEARCH"]})) == 1 << 2
+    assert effective(frozenset({runtime.CAPABILITIES["DAC_READ_SEARCH"]})) == 1 << 2
 
 
 class ClaimsApi:
-    """kube-apiserver's answers to the node's claim and volume reads (lab/kubelet.py KubeApi.request)."""
+    """kube-apiserver's answers to the node's claim and volume reads (lab/kubelet/static_pods.py KubeApi.request)."""
 
     def __init__(self, objects):
         self.objects = objects
@@ -508,9 +505,9 @@ def test_a_claim_bound_to_a_local_volume_is_given_to_the_pods_fs_group_as_kubele
     os.symlink(tmp_path / "outside", disk / "link")
     p = pod(f"{KSM}:v2.15.0")
     p["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
-    volumes = kubelet_pods.PodVolumes(kubelet_pods.NodeApi(ClaimsApi(claim_objects(tmp_path))), p, tmp_path, group)
-    volumes.prepare()
-    assert volumes.volumes["data"].source == disk
+    pod_volumes = volumes.PodVolumes(client.NodeApi(ClaimsApi(claim_objects(tmp_path))), p, tmp_path, group)
+    pod_volumes.prepare()
+    assert pod_volumes.volumes["data"].source == disk
     for path, mode in ((disk, 0o2770), (disk / "wal", 0o2775), (disk / "wal" / "00000001", 0o660)):
         info = path.stat()
         assert (info.st_gid, stat.S_IMODE(info.st_mode)) == (group, mode), (path, oct(info.st_mode))
@@ -520,11 +517,11 @@ def test_a_claim_bound_to_a_local_volume_is_given_to_the_pods_fs_group_as_kubele
         (claim_objects(tmp_path, claim_uid="other"), "is not bound to the PVC ns/data"),
         ({}, 'persistentvolumeclaim "data" not found'),
     ):
-        with pytest.raises(kubelet_pods.PodError, match=message):
-            kubelet_pods.PodVolumes(kubelet_pods.NodeApi(ClaimsApi(objects)), p, tmp_path, group).prepare()
+        with pytest.raises(common.PodError, match=message):
+            volumes.PodVolumes(client.NodeApi(ClaimsApi(objects)), p, tmp_path, group).prepare()
     shutil.rmtree(disk)
-    with pytest.raises(kubelet_pods.PodError, match="does not exist"):
-        kubelet_pods.PodVolumes(kubelet_pods.NodeApi(ClaimsApi(claim_objects(tmp_path))), p, tmp_path, group).prepare()
+    with pytest.raises(common.PodError, match="does not exist"):
+        volumes.PodVolumes(client.NodeApi(ClaimsApi(claim_objects(tmp_path))), p, tmp_path, group).prepare()
 
 
 def test_on_root_mismatch_skips_the_walk_when_the_root_is_already_the_groups():
@@ -536,9 +533,9 @@ def test_on_root_mismatch_skips_the_walk_when_the_root_is_already_the_groups():
         os.chmod(root / "f", 0o600)
         os.chown(root, -1, group)
         os.chmod(root, 0o2770)  # noqa: S103 - the mode kubelet gives a volume's root
-        kubelet_pods.set_volume_ownership(root, group, "OnRootMismatch")
+        volumes.set_volume_ownership(root, group, "OnRootMismatch")
         assert stat.S_IMODE((root / "f").stat().st_mode) == 0o600
-        kubelet_pods.set_volume_ownership(root, group, None)
+        volumes.set_volume_ownership(root, group, None)
         assert stat.S_IMODE((root / "f").stat().st_mode) == 0o660
 
 
@@ -578,13 +575,13 @@ def test_a_pull_authenticates_with_the_pods_secret_and_checks_the_digest():
     checked; the image ID is host/path@digest."""
     registry = FakeRegistry()
     image = "10.0.1.5:5000/prometheus/prometheus:v3.16.0"
-    creds = kubelet_pods.docker_credentials([dockerconfig(key="https://10.0.1.5:5000/v1/")], "10.0.1.5:5000")
+    creds = pull.docker_credentials([dockerconfig(key="https://10.0.1.5:5000/v1/")], "10.0.1.5:5000")
     assert creds == [("lab-mirror", "s3cret")]
-    assert kubelet_pods.pull_image(image, creds, registry) == f"10.0.1.5:5000/prometheus/prometheus@{registry.digest}"
+    assert pull.pull_image(image, creds, registry) == f"10.0.1.5:5000/prometheus/prometheus@{registry.digest}"
     pinned = f"{image}@{registry.digest}"
-    assert kubelet_pods.pull_image(pinned, creds, registry).endswith(registry.digest)
+    assert pull.pull_image(pinned, creds, registry).endswith(registry.digest)
     assert registry.asked[-2][0].endswith(f"/manifests/{registry.digest}")  # by digest, not by tag
-    assert kubelet_pods.docker_credentials([dockerconfig(host="quay.io")], "10.0.1.5:5000") == []
+    assert pull.docker_credentials([dockerconfig(host="quay.io")], "10.0.1.5:5000") == []
 
 
 @pytest.mark.parametrize(
@@ -598,9 +595,9 @@ def test_a_pull_authenticates_with_the_pods_secret_and_checks_the_digest():
 )
 def test_a_pull_that_cannot_succeed_says_why_in_containerds_words(image, secrets, message):
     registry = FakeRegistry()
-    creds = kubelet_pods.docker_credentials(secrets, "10.0.1.5:5000")
-    with pytest.raises(kubelet_pods.PodError, match=message) as err:
-        kubelet_pods.pull_image(image, creds, registry)
+    creds = pull.docker_credentials(secrets, "10.0.1.5:5000")
+    with pytest.raises(common.PodError, match=message) as err:
+        pull.pull_image(image, creds, registry)
     assert str(err.value).startswith(f'failed to pull and unpack image "{image}"')
 
 
@@ -608,10 +605,8 @@ def test_a_manifest_whose_bytes_do_not_match_the_pinned_digest_is_refused():
     registry = FakeRegistry()
     other = "sha256:" + "1" * 64
     registry.objects[f"https://10.0.1.5:5000/v2/prometheus/prometheus/manifests/{other}"] = registry.manifest
-    with pytest.raises(kubelet_pods.PodError, match="does not match"):
-        kubelet_pods.pull_image(
-            f"10.0.1.5:5000/prometheus/prometheus:v3.16.0@{other}", [("lab-mirror", "s3cret")], registry
-        )
+    with pytest.raises(common.PodError, match="does not match"):
+        pull.pull_image(f"10.0.1.5:5000/prometheus/prometheus:v3.16.0@{other}", [("lab-mirror", "s3cret")], registry)
 
 
 def test_the_lab_image_map_holds_the_mirrors_references_to_pull():
@@ -623,4 +618,4 @@ def test_the_lab_image_map_holds_the_mirrors_references_to_pull():
     assert mapped[mirror]["entrypoint"] == mapped["quay.io/prometheus/prometheus:v3.16.0"]["entrypoint"]
     assert "10.0.1.5:5000/library/python:3.12.14-slim-bookworm" in mapped
     assert mirror in images.kwok_selector()["values"]
-    assert kubelet_pods.image_host(mirror) == "10.0.1.5:5000" and kubelet_pods.image_host("alpine:3") == "docker.io"
+    assert pull.image_host(mirror) == "10.0.1.5:5000" and pull.image_host("alpine:3") == "docker.io"

@@ -1,4 +1,4 @@
-"""The lab kubelet's resource statistics (lab/kubelet_stats.py) on a /proc written by the test, by the
+"""The lab kubelet's resource statistics (lab/kubelet/stats.py) on a /proc written by the test, by the
 kernel's layouts (proc(5): a process's stat fields after its command name, /proc/stat's USER_HZ
 times, /proc/meminfo's kB) and kubelet's rules (core-seconds, usageNanoCores from two samples,
 the resource metrics' families, labels and timestamps)."""
@@ -10,7 +10,7 @@ import pathlib
 
 import pytest
 
-from lab import kubelet_stats
+from lab.kubelet import stats as kubelet_stats
 
 HZ = kubelet_stats.CLK_TCK
 PAGE = kubelet_stats.PAGE_SIZE

@@ -8,12 +8,12 @@ import struct
 
 import yaml
 
-from lab import cluster
+from lab import config, kubeadm
 from lab.components import network, site_dns
 
 
 def test_kubeadm_is_given_the_api_servers_address_the_networks_and_conntrack_left_alone():
-    text = cluster.kubeadm_init_configuration(cluster.LabConfig())
+    text = kubeadm.init_configuration(config.LabConfig())
     documents = {doc["kind"]: doc for doc in yaml.safe_load_all(text)}
     assert set(documents) == {"InitConfiguration", "ClusterConfiguration", "KubeProxyConfiguration"}
     # kube-proxy's kubeconfig names the control-plane endpoint kubeadm derives from these

@@ -15,8 +15,8 @@ import threading
 
 import pytest
 
-from lab import kubelet_pods
 from lab.components import network
+from lab.kubelet import sandbox
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 
@@ -106,13 +106,13 @@ def connect(pid: int, address: str) -> None:
 
 
 def add_pod(site, host: network.Host, address: str = "") -> int:
-    """A pod on the node, wired by the lab kubelet's own commands (lab/kubelet_pods.py): the pid
+    """A pod on the node, wired by the lab kubelet's own commands (lab/kubelet/sandbox.py): the pid
     holding its namespace (the node's holders end it: see ``site``)."""
     holder = subprocess.Popen(["unshare", "--net", "sleep", "600"])
     site["pods"].append(holder)
     wait_unshared(holder)
-    interface = kubelet_pods.host_interface(f"{host.name}-{len(site['pods'])}")
-    for where, argv in kubelet_pods.sandbox_plan(interface, address or pod_address(host), holder.pid):
+    interface = sandbox.host_interface(f"{host.name}-{len(site['pods'])}")
+    for where, argv in sandbox.sandbox_plan(interface, address or pod_address(host), holder.pid):
         run(site[host.name] if where == "node" else holder.pid, argv)
     return holder.pid
 

@@ -61,14 +61,14 @@ class FoundFile:
 
 def test_every_lab_node_is_metered(monkeypatch):
     """The lab's nodes, control plane included, carry a server and its TDP (collectd meters them all)."""
-    from lab import cluster
+    from lab import config
 
     pool = [server(f"s{i}", 1, tuple(float(10 * i + k) for k in range(11))) for i in range(10)]
     monkeypatch.setattr(_specpower, "load_servers", lambda _path: pool)
     monkeypatch.setattr(node_power, "servers_csv", FoundFile)
     node_power.lab_servers.cache_clear()
     try:
-        nodes = cluster.LabConfig(workers=3).nodes
+        nodes = config.LabConfig(workers=3).nodes
     finally:
         node_power.lab_servers.cache_clear()
     assert [(n.name, n.control_plane, n.power_server) for n in nodes] == [

@@ -1,5 +1,5 @@
-"""The lab's static pod runner (lab/kubelet.py) gives a container the user, groups and capabilities
-its securityContext asks for, by kubelet's and containerd's rules (kubelet_pods.run_as and
+"""The lab's static pod runner (lab/kubelet/main.py, static_pods.py) gives a container the user, groups and capabilities
+its securityContext asks for, by kubelet's and containerd's rules (runtime.run_as and
 kept_capabilities, the same the API pods get): our scheduler extender's static pod runs as uid 10290
 with no capability, kubeadm's pods (no securityContext) as root."""
 
@@ -13,7 +13,7 @@ import subprocess
 import pytest
 import yaml
 
-from lab import kubelet
+from lab.kubelet import main, static_pods
 
 GREP = "/bin/grep"
 
@@ -39,8 +39,8 @@ def bin_dir(tmp_path):
     return directory
 
 
-def parse(content: bytes, bin_dir: pathlib.Path, tmp_path: pathlib.Path) -> kubelet.PodSpec:
-    return kubelet.parse_manifest(content, tmp_path, bin_dir, tmp_path / "run")
+def parse(content: bytes, bin_dir: pathlib.Path, tmp_path: pathlib.Path) -> static_pods.PodSpec:
+    return static_pods.parse_manifest(content, tmp_path, bin_dir, tmp_path / "run")
 
 
 EXTENDER = {"runAsNonRoot": True, "runAsUser": 10290, "runAsGroup": 10290}
@@ -60,9 +60,9 @@ def test_the_extenders_security_context_is_taken_and_kubeadms_pods_stay_root(bin
 
 
 def test_run_as_non_root_refuses_root_as_kubelet_does(bin_dir, tmp_path):
-    with pytest.raises(kubelet.StaticPodError, match="container 'extender': container has runAsNonRoot and image"):
+    with pytest.raises(static_pods.StaticPodError, match="container 'extender': container has runAsNonRoot and image"):
         parse(manifest({"runAsNonRoot": True}), bin_dir, tmp_path)
-    with pytest.raises(kubelet.StaticPodError, match="container's runAsUser breaks non-root policy"):
+    with pytest.raises(static_pods.StaticPodError, match="container's runAsUser breaks non-root policy"):
         parse(manifest({"runAsNonRoot": True, "runAsUser": 0}), bin_dir, tmp_path)
 
 
@@ -85,10 +85,10 @@ def test_the_process_runs_with_the_user_and_no_capability(bin_dir, tmp_path):
         cluster_dns="10.96.0.10",
         cluster_domain="cluster.local",
     )
-    runner = kubelet.Runner(args)
+    runner = main.Runner(args)
 
-    def status(spec: kubelet.PodSpec) -> dict[str, str]:
-        pod = kubelet.RunningPod(manifest=tmp_path / "p.yaml", content_hash="0", spec=spec)
+    def status(spec: static_pods.PodSpec) -> dict[str, str]:
+        pod = static_pods.RunningPod(manifest=tmp_path / "p.yaml", content_hash="0", spec=spec)
         out = subprocess.run(
             [GREP, "-E", "^(Uid|Gid|Groups|CapEff):", "/proc/self/status"],
             preexec_fn=runner._preexec(pod, spec.containers[0]),  # noqa: PLW1509

@@ -30,7 +30,7 @@ import os
 import pathlib
 import time
 
-try:  # on a node, next to kubelet_api.py; on the controller, lab.stress_ng
+try:  # on a node stress_ng.py sits beside this package (the lab library, on sys.path); on the controller, lab.stress_ng
     import stress_ng
 except ImportError:  # pragma: no cover - depends on how it is started
     from lab import stress_ng

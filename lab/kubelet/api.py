@@ -30,7 +30,7 @@ Not served here, and answered with a 400 or 404 that says so: ``timestamps`` and
 ``sinceTime`` (the lab keeps a container's output as it was written, without kubelet's per-line
 CRI timestamps) and ``previous`` (one log per container, restarts appended).
 ``/stats/summary``, ``/metrics/resource`` and ``/metrics/cadvisor`` serve the node's and its
-containers' CPU and memory (lab/kubelet_stats.py). Standard library only: the node's system Python
+containers' CPU and memory (stats.py). Standard library only: the node's system Python
 runs it.
 """
 
@@ -51,10 +51,7 @@ import threading
 import time
 import urllib.parse
 
-try:  # on a node the kubelet's modules sit side by side; on the controller, lab.kubelet_stats
-    import kubelet_stats
-except ImportError:  # pragma: no cover - depends on how it is started
-    from lab import kubelet_stats
+from .stats import cadvisor_metrics, resource_metrics
 
 PORT = 10250
 FOLLOW_POLL = 0.2  # how often a followed log is read for new output (seconds)
@@ -240,9 +237,9 @@ def log_options(query: dict[str, list[str]]) -> dict:
 class KubeletApi:
     """The HTTPS server; ``api`` is the node's KubeApi (its kubelet credentials); ``host`` what the
     kubelet knows (kubelet's HostInterface): ``running_pods()`` the pod objects it runs now and
-    ``pod_runs()`` what its runtime runs (kubelet_stats.PodRun: uid, sandbox, running containers);
+    ``pod_runs()`` what its runtime runs (stats.PodRun: uid, sandbox, running containers);
     ``streaming`` the runtime's streaming server (a StreamingRuntime); ``stats`` the node's
-    kubelet_stats.Stats."""
+    stats.Stats."""
 
     def __init__(self, node, address, cert, key, client_ca, api, log_dir, host, streaming, stats, port=PORT):
         self.node = node
@@ -488,17 +485,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 summary = kubelet.stats.summary(runs, now)
         except (OSError, ValueError, KeyError) as exc:
             if path == "/metrics/resource":  # kubelet's collector says so in the metrics
-                self._reply(200, kubelet_stats.resource_metrics(None).encode(), PROMETHEUS_TEXT)
+                self._reply(200, resource_metrics(None).encode(), PROMETHEUS_TEXT)
             else:
                 self._reply(500, f"failed to get node stats: {exc}".encode())
             return
         if path == "/stats/summary":
             self._reply(200, json.dumps(summary, indent=2).encode(), "application/json")
         elif path == "/metrics/resource":
-            self._reply(200, kubelet_stats.resource_metrics(summary, now).encode(), PROMETHEUS_TEXT)
+            self._reply(200, resource_metrics(summary, now).encode(), PROMETHEUS_TEXT)
         else:
             machine = kubelet.stats.machine()
-            text = kubelet_stats.cadvisor_metrics(summary, runs, *machine, now)
+            text = cadvisor_metrics(summary, runs, *machine, now)
             self._reply(200, text.encode(), PROMETHEUS_TEXT)
 
     # --- exec, attach, port-forward ----------------------------------------------------------
