@@ -11,10 +11,11 @@ into the boot-time configuration). Nothing here touches the node.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping
 
 from ansible_collections.poweraware.k8s.plugins.module_utils._cpulist import CpuListError, parse_cpulist
 
-__all__ = ["PROFILE_KEYS", "CSTATES_KEYS", "expand_cpus", "plan_node", "profile_frequency_mhz"]
+__all__ = ["PROFILE_KEYS", "CSTATES_KEYS", "expand_cpus", "plan_node", "profile_frequency_mhz", "reserved_choice"]
 
 # Keys a profile may have; anything else is refused (a typo would otherwise be ignored).
 PROFILE_KEYS = ("epp", "governor", "min_pct", "max_pct", "cstates")
@@ -85,6 +86,33 @@ def _checked_cpus(value, label, errors):
     if bad:
         errors.append(f"{label} {value} is not a CPU list (bad part: {', '.join(bad)})")
     return cpus
+
+
+def reserved_choice(given, kubelet_given, kubelet_document, kubelet_config_path):
+    """The reserved CPUs and what they are checked against, as ``plan_node`` takes them:
+    ``{reserved, reserved_given, kubelet_reserved, kubelet_source}``.
+
+    ``given`` is ``cpu_power_reserved_cpus`` and ``kubelet_given`` ``cpu_power_kubelet_reserved_cpus``
+    as set, None when unset (an empty string, which ``-e name=`` gives, is set: no CPUs).
+    ``kubelet_document`` is the kubelet's configuration as parsed from ``kubelet_config_path`` (None,
+    or anything but a mapping, has no ``reservedSystemCPUs``).
+
+    The kubelet's reserved CPUs are ``kubelet_given``, else the document's ``reservedSystemCPUs``
+    (None: unknown). The reserved CPUs are ``given``, else the kubelet's, else none; only a given
+    value is cross-checked against the kubelet's.
+    """
+    if kubelet_given is not None:
+        kubelet, source = kubelet_given, "cpu_power_kubelet_reserved_cpus"
+    else:
+        document = kubelet_document if isinstance(kubelet_document, Mapping) else {}
+        kubelet, source = document.get("reservedSystemCPUs"), kubelet_config_path
+    fallback = kubelet if kubelet is not None else ""
+    return {
+        "reserved": given if given is not None else fallback,
+        "reserved_given": given is not None,
+        "kubelet_reserved": kubelet,
+        "kubelet_source": source,
+    }
 
 
 def _check_reserved(plan, reserved_given, kubelet_reserved, kubelet_source):

@@ -22,6 +22,7 @@ _VERSION_RE = re.compile(
 )
 _DIGEST_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}$")
 _TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+_NUMBER_RE = re.compile(r"[0-9]+")
 
 
 class VersionError(ValueError):
@@ -44,6 +45,26 @@ def parse_version(text):
         )
     patch = match.group("patch")
     return int(match.group("major")), int(match.group("minor")), (int(patch) if patch is not None else None)
+
+
+def server_release(cluster_info, default=(1, 0)):
+    """``(major, minor)`` of the API server, from what kubernetes.core.k8s_cluster_info returns.
+
+    Reads the ``major`` and ``minor`` fields of ``version.server.kubernetes`` (the API server's
+    ``/version``), each the first number in the field's text: managed clusters write ``"27+"``. A
+    field that is missing or holds no number reads as ``default``'s, and so does a result without
+    a version (a skipped task): never an error, the caller decides with what it gets.
+    """
+    fields = cluster_info
+    for key in ("version", "server", "kubernetes"):
+        fields = fields.get(key) if hasattr(fields, "get") else None
+    if not hasattr(fields, "get"):
+        fields = {}
+    release = []
+    for key, fallback in zip(("major", "minor"), default):
+        match = _NUMBER_RE.search(str(fields[key])) if key in fields else None
+        release.append(int(match.group()) if match else fallback)
+    return tuple(release)
 
 
 def split_image(image):

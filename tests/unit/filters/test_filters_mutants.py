@@ -18,6 +18,7 @@ import ansible_collections.poweraware.k8s.plugins.filter.api_server_peers as f_p
 import ansible_collections.poweraware.k8s.plugins.filter.certificate_lifetime_errors as f_lifetime
 import ansible_collections.poweraware.k8s.plugins.filter.certificate_renewal_due as f_renewal
 import ansible_collections.poweraware.k8s.plugins.filter.coexistence as f_coex
+import ansible_collections.poweraware.k8s.plugins.filter.control_plane_label as f_cpl
 import ansible_collections.poweraware.k8s.plugins.filter.cpu_power_plan as f_cpu
 import ansible_collections.poweraware.k8s.plugins.filter.descheduler_plan as f_desched
 import ansible_collections.poweraware.k8s.plugins.filter.image_reference as f_image
@@ -96,6 +97,7 @@ def raises(call, message):
                 "namespace_removal_plan": "namespace_removal_plan",
             },
         ),
+        (f_cpl, {"control_plane_label": "control_plane_label"}),
         (f_cpu, {"cpu_power_plan": "cpu_power_plan"}),
         (f_desched, {"descheduler_plan": "descheduler_plan"}),
         (f_image, {"image_reference": "image_reference", "image_pull_secrets": "image_pull_secrets"}),
@@ -309,17 +311,20 @@ def test_scheduler_extender_coexistence_errors_name_the_filter(stub):
 
 
 def test_cpu_power_plan_defaults(stub):
+    choice = stub(f_cpu, "reserved_choice", result={"reserved": "r", "reserved_given": "g", "kubelet_reserved": "k",
+                                                    "kubelet_source": "s"})  # fmt: skip
     plan = stub(f_cpu, "plan_node")
     info = {"cpus": []}
     assert f_cpu.cpu_power_plan(info) == "result"
+    assert choice.calls == [((None, None, {}, ""), {})]
     assert plan.calls == [
         (
             (info, None, None),
             {
-                "reserved": None,
-                "reserved_given": False,
-                "kubelet_reserved": None,
-                "kubelet_source": "",
+                "reserved": "r",
+                "reserved_given": "g",
+                "kubelet_reserved": "k",
+                "kubelet_source": "s",
                 "shared_profile": None,
                 "fallback_governor": None,
                 "host": "",
@@ -331,21 +336,49 @@ def test_cpu_power_plan_defaults(stub):
 
 
 def test_cpu_power_plan_passes_every_argument_on(stub):
+    chosen = {"reserved": "0-1", "reserved_given": True, "kubelet_reserved": "0", "kubelet_source": "kubelet.yaml"}
+    choice = stub(f_cpu, "reserved_choice", result=chosen)
     plan = stub(f_cpu, "plan_node")
     info = {"cpus": [0]}
     args = {
-        "reserved": "0-1",
-        "reserved_given": True,
-        "kubelet_reserved": "0",
-        "kubelet_source": "kubelet config",
         "shared_profile": "shared",
         "fallback_governor": "powersave",
         "host": "node-1",
         "uncore": {"min": 1},
         "power_cap": {"watts": 200},
     }
-    assert f_cpu.cpu_power_plan(info, ["pool"], ["profile"], **args) == "result"
-    assert plan.calls == [((info, ["pool"], ["profile"]), args)]
+    kubelet_config = {"path": "/k.yaml", "exists": True, "content": "reservedSystemCPUs: 0-3\n"}
+    assert f_cpu.cpu_power_plan(info, ["pool"], ["profile"], reserved="0-1", kubelet_reserved="2",
+                                kubelet_config=kubelet_config, kubelet_config_path="kubelet.yaml", **args) == "result"  # fmt: skip
+    assert choice.calls == [(("0-1", "2", {"reservedSystemCPUs": "0-3"}, "kubelet.yaml"), {})]
+    assert plan.calls == [((info, ["pool"], ["profile"]), {**chosen, **args})]
+
+
+@pytest.mark.parametrize("content", [None, ""])
+def test_cpu_power_plan_reads_no_kubelet_file_as_an_empty_configuration(stub, content):
+    choice = stub(f_cpu, "reserved_choice", result={"reserved": "", "reserved_given": False, "kubelet_reserved": None,
+                                                    "kubelet_source": "k"})  # fmt: skip
+    stub(f_cpu, "plan_node")
+    f_cpu.cpu_power_plan({}, kubelet_config={"path": "/k", "exists": content is not None, "content": content})
+    assert choice.calls == [((None, None, {}, ""), {})]
+
+
+def test_cpu_power_plan_refuses_a_kubelet_file_that_is_not_yaml():
+    with pytest.raises(AnsibleFilterError) as info:
+        f_cpu.cpu_power_plan({}, kubelet_config={"content": "a: [1"}, kubelet_config_path="/k.yaml")
+    message = str(info.value)
+    assert message.startswith("cpu_power_plan: the kubelet configuration /k.yaml is not YAML ("), message
+    assert message.endswith(
+        "); point cpu_power_kubelet_config at the kubelet's configuration file, or give cpu_power_kubelet_reserved_cpus"
+    ), message
+
+
+@pytest.mark.parametrize(("bad", "kind"), [("text", "str"), ([], "list")])
+def test_cpu_power_plan_wants_the_kubelet_config_result(bad, kind):
+    raises(
+        lambda: f_cpu.cpu_power_plan({}, kubelet_config=bad),
+        f"cpu_power_plan: expected the kubelet_config result of cpu_power_info, got {kind}",
+    )
 
 
 @pytest.mark.parametrize(("bad", "kind"), [(None, "NoneType"), ([], "list"), ("facts", "str")])
@@ -428,6 +461,36 @@ def test_image_reference_errors_say_nothing_changed(stub):
     )
 
 
+# --- control_plane_label -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", ["", None, 1])
+def test_control_plane_label_wants_the_variable_name(bad):
+    raises(
+        lambda: f_cpl.control_plane_label({}, "", bad),
+        "control_plane_label: variable must name the role's label variable",
+    )
+
+
+def test_control_plane_label_passes_the_release_on(stub):
+    label = stub(f_cpl, "_label")
+    info = {"version": {"server": {"kubernetes": {"major": "1", "minor": "27+"}}}}
+    assert f_cpl.control_plane_label(info, "", "tas_control_plane_label") == "result"
+    assert f_cpl.control_plane_label({"skipped": True}, "a/b", "tas_control_plane_label") == "result"
+    assert label.calls == [
+        (((1, 27), "", "tas_control_plane_label"), {}),
+        (((1, 0), "a/b", "tas_control_plane_label"), {}),
+    ]
+
+
+def test_control_plane_label_errors_say_nothing_changed(stub):
+    stub(f_cpl, "_label", error=ValueError("tas_control_plane_label must be a node label key"))
+    raises(
+        lambda: f_cpl.control_plane_label({}, 5, "tas_control_plane_label"),
+        "Nothing was changed: tas_control_plane_label must be a node label key",
+    )
+
+
 # --- node_tolerations ----------------------------------------------------------------------------
 
 
@@ -455,13 +518,28 @@ def test_node_tolerations_passes_its_arguments_on(stub):
     assert f_tol.node_tolerations([extra], "yes", "tas_tolerations") == "result"
     assert f_tol.node_tolerations(None, True, "nfd_tolerations") == "result"
     assert f_tol.node_tolerations("junk", False, "nfd_tolerations") == "result"
+    assert f_tol.node_tolerations([], True, "tas_extra_tolerations", ("a/b",), control_plane_first=True) == "result"
+    assert f_tol.node_tolerations([], True, "tas_extra_tolerations", taint_keys="junk") == "result"
+    kubeadm = {"keys": ["node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"],
+               "control_plane_first": False}  # fmt: skip
     assert tolerations.calls == [
-        (([extra], False, "collectd_tolerations"), {}),
-        (([extra], True, "tas_tolerations"), {}),
-        ((None, True, "nfd_tolerations"), {}),
-        (("junk", False, "nfd_tolerations"), {}),
+        (([extra], False, "collectd_tolerations"), kubeadm),
+        (([extra], True, "tas_tolerations"), kubeadm),
+        ((None, True, "nfd_tolerations"), kubeadm),
+        (("junk", False, "nfd_tolerations"), kubeadm),
+        (([], True, "tas_extra_tolerations"), {"keys": ["a/b"], "control_plane_first": True}),
+        (([], True, "tas_extra_tolerations"), {"keys": "junk", "control_plane_first": False}),
     ]
     assert isinstance(tolerations.calls[0][0][0], list)
+    assert isinstance(tolerations.calls[4][1]["keys"], list)
+
+
+@pytest.mark.parametrize("bad", ["true", "yes", 1, None])
+def test_node_tolerations_wants_a_boolean_order(bad):
+    raises(
+        lambda: f_tol.node_tolerations([], True, "tas_extra_tolerations", control_plane_first=bad),
+        f"node_tolerations: control_plane_first for tas_extra_tolerations must be true or false, got {bad!r}",
+    )
 
 
 def test_node_tolerations_errors_say_nothing_changed(stub):

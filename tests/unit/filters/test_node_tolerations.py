@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import pathlib
 
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
 from ansible_collections.poweraware.k8s.plugins.filter.node_tolerations import node_tolerations
 
 ROLES = pathlib.Path(__file__).resolve().parents[3] / "roles"
@@ -75,3 +78,51 @@ def test_collectd_runs_on_every_node_by_default_as_in_the_tas_demo():
     main = (ROLES / "collectd" / "tasks" / "main.yml").read_text()
     assert "node_tolerations(_collectd_on_control_plane, 'collectd_tolerations')" in main
     assert '_collectd_on_control_plane: "{{ collectd_on_control_plane | bool }}"' in main
+
+
+# --- the TAS extender: the taint of its control-plane label, before the user's tolerations ---------
+# roles/tas/templates/deployment.yml.j2 before issue 46, which built the list itself.
+TAS_ORACLE = """{% set _tolerations = [] %}
+{% if tas_schedule_on_control_plane | bool %}
+{%   set _ = _tolerations.append({'key': _tas_cp_label, 'operator': 'Exists', 'effect': 'NoSchedule'}) %}
+{% endif %}
+{% set _tolerations = _tolerations + tas_extra_tolerations %}
+{{ _tolerations | to_json }}"""
+DEDICATED = {"key": "dedicated", "operator": "Equal", "value": "tas", "effect": "NoExecute"}
+
+
+def tas_oracle(extra, switch, label):
+    variables = {"tas_extra_tolerations": extra, "tas_schedule_on_control_plane": switch, "_tas_cp_label": label}
+    return json.loads(Templar(loader=DataLoader(), variables=variables).template(trust_as_template(TAS_ORACLE)))
+
+
+@pytest.mark.parametrize("extra", [[], [GPU], [GPU, DEDICATED]])
+@pytest.mark.parametrize("switch", [True, False, "true", "false", "yes", "no"])
+@pytest.mark.parametrize("label", [CONTROL_PLANE[0]["key"], CONTROL_PLANE[1]["key"], "example.com/control"])
+def test_tas_tolerations_are_the_ones_its_template_built(extra, switch, label):
+    got = node_tolerations(extra, switch, "tas_extra_tolerations", taint_keys=[label], control_plane_first=True)
+    assert got == tas_oracle(extra, switch, label)
+
+
+def test_tas_a_listed_control_plane_toleration_is_not_repeated():
+    """The one difference from the old template, which listed it twice."""
+    own = {"key": "example.com/control", "operator": "Exists", "effect": "NoSchedule"}
+    got = node_tolerations([GPU, own], True, "tas_extra_tolerations", ["example.com/control"], True)
+    assert got == [GPU, own]
+    assert tas_oracle([GPU, own], True, "example.com/control") == [own, GPU, own]
+
+
+@pytest.mark.parametrize("keys", [[], "node-role.kubernetes.io/master", [""], [None]])
+def test_bad_taint_keys_are_refused(keys):
+    with pytest.raises(AnsibleFilterError, match=r"the control-plane taint keys for tas_extra_tolerations must be"):
+        node_tolerations([], True, "tas_extra_tolerations", taint_keys=keys)
+
+
+@pytest.mark.parametrize("extra", ["nvidia.com/gpu", ["key=x"], None])
+def test_tas_extra_tolerations_are_checked_like_collectds(extra):
+    with pytest.raises(AnsibleFilterError) as err:
+        node_tolerations(extra, True, "tas_extra_tolerations", taint_keys=["x/y"], control_plane_first=True)
+    assert str(err.value) == (
+        "Nothing was changed: tas_extra_tolerations must be a list of tolerations (mappings with key, operator, "
+        f"value, effect), got {extra!r}; fix tas_extra_tolerations in the inventory"
+    )

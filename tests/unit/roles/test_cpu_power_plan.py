@@ -8,8 +8,15 @@ import pathlib
 import pytest
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
 from ansible_collections.poweraware.k8s.plugins.filter.cpu_power_plan import cpu_power_plan
-from ansible_collections.poweraware.k8s.plugins.module_utils._cpu_power_plan import expand_cpus, profile_frequency_mhz
+from ansible_collections.poweraware.k8s.plugins.module_utils._cpu_power_plan import (
+    expand_cpus,
+    plan_node,
+    profile_frequency_mhz,
+    reserved_choice,
+)
 from poweraware_testing import role_defaults
 
 ROLE = pathlib.Path(__file__).resolve().parents[3] / "roles" / "cpu_power"
@@ -31,14 +38,16 @@ INFO = {
 }
 
 
+KUBELET_CONFIG = {"path": "/var/lib/kubelet/config.yaml", "exists": True, "content": "reservedSystemCPUs: '0'\n"}
+
+
 def plan(**kw):
     args = {
         "pools": [],
         "profiles": DEFAULTS["cpu_power_profiles"],
         "reserved": "0",
-        "reserved_given": True,
-        "kubelet_reserved": "0",
-        "kubelet_source": "/var/lib/kubelet/config.yaml",
+        "kubelet_config": KUBELET_CONFIG,
+        "kubelet_config_path": "/var/lib/kubelet/config.yaml",
         "host": "w1",
     }
     args.update(kw)
@@ -118,9 +127,12 @@ def test_node_controls_become_one_request_for_all_cpus():
 @pytest.mark.parametrize(
     ("kw", "message"),
     [
-        ({"reserved": "0-1", "kubelet_reserved": "0"},
+        ({"reserved": "0-1"},
          "cpu_power_reserved_cpus (0,1) does not match the kubelet reserved CPUs (0, from "
          "/var/lib/kubelet/config.yaml)"),
+        ({"reserved": "0-1", "kubelet_reserved": "0"},
+         "cpu_power_reserved_cpus (0,1) does not match the kubelet reserved CPUs (0, from "
+         "cpu_power_kubelet_reserved_cpus)"),
         ({"reserved": "zz,0"}, "cpu_power_reserved_cpus zz,0 is not a CPU list (bad part: zz)"),
         ({"pools": [{"name": "a", "cpus": "7-4", "profile": "performance"}]},
          "pool a: cpus 7-4 is not a CPU list (bad part: 7-4)"),
@@ -194,3 +206,108 @@ def test_defaults_pass_argument_validation():
     ok = _validate(cpu_power_uncore={"min_pct": 50, "max_pct": 100}, cpu_power_power_cap={"watts": 120})
     assert ok.error_messages == []
     assert ok.validated_parameters["cpu_power_power_cap"]["constraint"] == "long_term"
+
+
+# --- the reserved CPUs: chosen by the plan from the raw settings ------------------------------------
+# roles/cpu_power/tasks/present.yml before issue 46 chose them in Jinja; its expressions are the oracle,
+# rendered with Ansible's own Templar over the registered cpu_power_info result.
+ORACLE_DOC = (
+    "{{ (_cpu_power_gathered.kubelet_config.content or '{}') | from_yaml"
+    " if _cpu_power_gathered.kubelet_config is defined else {} }}"
+)
+ORACLE = {
+    "kubelet_reserved": "{{ cpu_power_kubelet_reserved_cpus if cpu_power_kubelet_reserved_cpus is not none"
+    " else (_cpu_power_kubelet_doc.reservedSystemCPUs | default(none)) }}",
+    "kubelet_source": "{{ 'cpu_power_kubelet_reserved_cpus' if cpu_power_kubelet_reserved_cpus is not none"
+    " else cpu_power_kubelet_config }}",
+    "reserved": "{{ cpu_power_reserved_cpus if cpu_power_reserved_cpus is not none"
+    " else (_cpu_power_kubelet_reserved if _cpu_power_kubelet_reserved is not none else '') }}",
+    "reserved_given": "{{ cpu_power_reserved_cpus is not none }}",
+}
+KUBELET_PATH = "/var/lib/kubelet/config.yaml"
+# what cpu_power_info returns for the kubelet's file (None: not asked, so no kubelet_config at all)
+KUBELET_FILES = {
+    "not read": None,
+    "missing": {"path": KUBELET_PATH, "exists": False, "content": None},
+    "empty": {"path": KUBELET_PATH, "exists": True, "content": ""},
+    "no reservedSystemCPUs": {"path": KUBELET_PATH, "exists": True, "content": "kind: KubeletConfiguration\n"},
+    "range": {"path": KUBELET_PATH, "exists": True, "content": "reservedSystemCPUs: 0-1\n"},
+    "quoted": {"path": KUBELET_PATH, "exists": True, "content": "reservedSystemCPUs: '0'\n"},
+    "number": {"path": KUBELET_PATH, "exists": True, "content": "reservedSystemCPUs: 3\n"},
+    "list": {"path": KUBELET_PATH, "exists": True, "content": "reservedSystemCPUs: [0, 1]\n"},
+    "null": {"path": KUBELET_PATH, "exists": True, "content": "reservedSystemCPUs: null\n"},
+    "empty string": {"path": KUBELET_PATH, "exists": True, "content": "reservedSystemCPUs: ''\n"},
+    "null document": {"path": KUBELET_PATH, "exists": True, "content": "null\n"},
+    "list document": {"path": KUBELET_PATH, "exists": True, "content": "- reservedSystemCPUs\n"},
+    "text document": {"path": KUBELET_PATH, "exists": True, "content": "reservedSystemCPUs\n"},
+}
+# inventory values and -e strings (-e cpu_power_reserved_cpus= gives "", which is set: no CPUs)
+GIVEN = [None, "", "0", "0-1", "1,0", [0, 1], 2, "zz"]
+KUBELET_GIVEN = [None, "", "0", "0-1", 1]
+
+
+def oracle(given, kubelet_given, kubelet_file, path=KUBELET_PATH):
+    gathered = {"changed": False, "cpu_power": INFO}
+    if kubelet_file is not None:
+        gathered["kubelet_config"] = kubelet_file
+    variables = {
+        "cpu_power_reserved_cpus": given,
+        "cpu_power_kubelet_reserved_cpus": kubelet_given,
+        "cpu_power_kubelet_config": path,
+        "_cpu_power_gathered": gathered,
+        "_cpu_power_kubelet_doc": trust_as_template(ORACLE_DOC),
+        "_cpu_power_kubelet_reserved": trust_as_template(ORACLE["kubelet_reserved"]),
+    }
+    templar = Templar(loader=DataLoader(), variables=variables)
+    return {key: templar.template(trust_as_template(text)) for key, text in ORACLE.items()}
+
+
+@pytest.mark.parametrize("kubelet_given", KUBELET_GIVEN)
+@pytest.mark.parametrize("given", GIVEN)
+def test_the_plan_chooses_the_reserved_cpus_as_the_role_did_in_jinja(given, kubelet_given):
+    pools = [{"name": "a", "cpus": "4-5", "profile": "performance"}]
+    for name, kubelet_file in KUBELET_FILES.items():
+        chosen = oracle(given, kubelet_given, kubelet_file)
+        got = cpu_power_plan(INFO, pools=pools, profiles=DEFAULTS["cpu_power_profiles"], reserved=given,
+                             kubelet_reserved=kubelet_given, kubelet_config=kubelet_file,
+                             kubelet_config_path=KUBELET_PATH, host="w1")  # fmt: skip
+        want = plan_node(INFO, pools, DEFAULTS["cpu_power_profiles"], host="w1", **chosen)
+        assert got == want, (name, chosen)
+
+
+@pytest.mark.parametrize(
+    ("given", "kubelet_given", "document", "want"),
+    [
+        # given: used as given, cross-checked against the kubelet's
+        ("0-1", None, {"reservedSystemCPUs": "0"}, ("0-1", True, "0", KUBELET_PATH)),
+        ("", None, {"reservedSystemCPUs": "0"}, ("", True, "0", KUBELET_PATH)),
+        ("0-1", "1", {"reservedSystemCPUs": "0"}, ("0-1", True, "1", "cpu_power_kubelet_reserved_cpus")),
+        ("0-1", None, None, ("0-1", True, None, KUBELET_PATH)),
+        # not given: the kubelet's, given or from its configuration
+        (None, "2-3", {"reservedSystemCPUs": "0"}, ("2-3", False, "2-3", "cpu_power_kubelet_reserved_cpus")),
+        (None, "", {"reservedSystemCPUs": "0"}, ("", False, "", "cpu_power_kubelet_reserved_cpus")),
+        (None, None, {"reservedSystemCPUs": "0-1"}, ("0-1", False, "0-1", KUBELET_PATH)),
+        (None, None, {"reservedSystemCPUs": ""}, ("", False, "", KUBELET_PATH)),
+        # not given and the kubelet's unknown: none, not cross-checked
+        (None, None, {"kind": "KubeletConfiguration"}, ("", False, None, KUBELET_PATH)),
+        (None, None, {"reservedSystemCPUs": None}, ("", False, None, KUBELET_PATH)),
+        (None, None, None, ("", False, None, KUBELET_PATH)),
+        (None, None, ["reservedSystemCPUs"], ("", False, None, KUBELET_PATH)),
+        (None, None, "reservedSystemCPUs", ("", False, None, KUBELET_PATH)),
+    ],
+)
+def test_reserved_choice_each_branch(given, kubelet_given, document, want):
+    got = reserved_choice(given, kubelet_given, document, KUBELET_PATH)
+    assert (got["reserved"], got["reserved_given"], got["kubelet_reserved"], got["kubelet_source"]) == want
+
+
+def test_the_role_passes_the_raw_settings_and_chooses_nothing_itself():
+    tasks = (ROLE / "tasks" / "present.yml").read_text()
+    for argument in (
+        "reserved=cpu_power_reserved_cpus",
+        "kubelet_reserved=cpu_power_kubelet_reserved_cpus",
+        "kubelet_config=_cpu_power_gathered.kubelet_config | default(none)",
+        "kubelet_config_path=cpu_power_kubelet_config",
+    ):
+        assert argument in tasks
+    assert "reserved_given" not in tasks and "from_yaml" not in tasks

@@ -87,7 +87,13 @@ STUBS: dict[str, dict] = {
         "_prometheus_adapter_ns": "custom-metrics",
     },
     "appqos_certs": {"_appqos_certs_conf_file": {"path": "/etc/certs/public/appqos.conf", "content": "{}\n"}},
-    "tas": {"_tas_cp_label": "node-role.kubernetes.io/control-plane", "_tas_tls_checksum": "c0ffee"},
+    "tas": {
+        "_tas_cp_label": "node-role.kubernetes.io/control-plane",
+        "_tas_tolerations": [
+            {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}
+        ],
+        "_tas_tls_checksum": "c0ffee",
+    },
     "scheduler_extender": {
         "_scheduler_extender_result": {
             "backup_manifest": "/var/lib/poweraware/backups/kube-scheduler/m.bak",
