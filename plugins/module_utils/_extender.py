@@ -32,9 +32,12 @@ import ipaddress
 import json
 import math
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._k8s_names import is_dns1123_subdomain
 from ansible_collections.poweraware.k8s.plugins.module_utils._placement_score import PlacementScoreError, rank_nodes
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import MODEL_ANNOTATION, compile_model
+from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import (
+    MODEL_ANNOTATION,
+    annotation_prefix_problems,
+    compile_model,
+)
 from ansible_collections.poweraware.k8s.plugins.module_utils._quantity import (
     QuantityError,
     parse_byte_quantity,
@@ -417,12 +420,11 @@ def config_errors(values):
             "power_extender_api_user",
             "must be a user name outside the reserved system: prefix (default poweraware:scheduler-extender)",
         )
-    prefix = values.get("power_extender_annotation_prefix")
-    if not is_dns1123_subdomain(prefix):
-        bad(
-            "power_extender_annotation_prefix",
-            "must be a DNS subdomain, the power_models role's power_models_annotation_prefix",
-        )
+    problems += annotation_prefix_problems(
+        "power_extender_annotation_prefix",
+        values.get("power_extender_annotation_prefix"),
+        "the power_models role's power_models_annotation_prefix",
+    )
     size = _whole(values.get("power_extender_default_pod_cpu_m"))
     if size is None or not 0 <= size <= 256000:
         bad(

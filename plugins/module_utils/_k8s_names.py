@@ -35,6 +35,21 @@ def is_dns1123_subdomain(value) -> bool:
     return isinstance(value, str) and len(value) <= DNS1123_SUBDOMAIN_MAX and bool(_DNS1123_SUBDOMAIN.fullmatch(value))
 
 
+def dns_name_labels(value):
+    """The labels of a DNS host name, or None when ``value`` is not one: an optional final '.' (a
+    fully qualified name), then a DNS-1123 subdomain whose every label is a DNS-1123 label, so at
+    most 63 characters (IsDNS1123Subdomain alone does not bound a label). This is how
+    IsFullyQualifiedDomainName reads a host name, without its minimum of two labels. Lower-case
+    only, as the rest of this grammar: a caller that takes any case lowers the name first."""
+    if not isinstance(value, str):
+        return None
+    name = value[:-1] if value.endswith(".") else value
+    if not is_dns1123_subdomain(name):
+        return None
+    labels = name.split(".")
+    return labels if all(len(label) <= DNS1123_LABEL_MAX for label in labels) else None
+
+
 def is_qualified_name_part(value) -> bool:
     """The name part of a qualified name (an unprefixed label key): alphanumerics, '-', '_' and '.',
     starting and ending alphanumeric, at most 63 characters."""

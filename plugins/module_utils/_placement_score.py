@@ -38,14 +38,14 @@ from __future__ import annotations
 
 import math
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import PowerModelError, compile_model
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_score import (
-    PowerScoreError,
-    _millicores,
-    _node_millicores,
-    _validated_capacity,
-    _validated_name,
+from ansible_collections.poweraware.k8s.plugins.module_utils._node_input import (
+    NodeInputError,
+    cpu_millicores,
+    node_input,
+    node_list,
 )
+from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import PowerModelError, compile_model
+from ansible_collections.poweraware.k8s.plugins.module_utils._power_score import PowerScoreError
 
 __all__ = [
     "STATUSES",
@@ -74,14 +74,12 @@ def _fail(where, field, problem):
     raise PlacementScoreError(f"placement score: {where}: {field}: {problem}")
 
 
-def _checked(check, *args):
-    """Run one of ``_power_score``'s input checks, its error worded as this module's."""
+def _checked(check, *args, **fields):
+    """Run one of ``_node_input``'s checks, its error worded as this module's."""
     try:
-        return check(*args)
-    except PlacementScoreError:
-        raise
-    except PowerScoreError as err:
-        raise PlacementScoreError(str(err).replace("power score:", "placement score:", 1)) from None
+        return check(*args, **fields)
+    except NodeInputError as err:
+        raise PlacementScoreError(f"placement score: {err}") from None
 
 
 def best_watts_per_cpu(predict, capacity_m):
@@ -118,31 +116,13 @@ def rank_key(status, cost_w, name):
     return (_CLASS[status], 0.0 if cost_w is None else cost_w, name)
 
 
-def _optional_int(node, name, field):
-    value = node.get(field)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        _fail(f"node {name!r}", field, f"must be a non-negative integer, got {value!r}")
-    return value
-
-
-def _fits(node, name, capacity, request, memory_request):
+def _fits(limit, already, request, mem_limit, mem_used, memory_request):
     """'' when the pod fits by requests, else why not."""
-    allocatable = node.get("cpu_allocatable")
-    limit = capacity if allocatable is None else _node_millicores(allocatable, name, "cpu_allocatable")
-    requested = node.get("cpu_requested")
-    already = 0 if requested is None else _node_millicores(requested, name, "cpu_requested")
     if already + request > limit:
-        return already, f"pod does not fit: CPU requested {already}m + pod {request}m > allocatable {limit}m"
-    if memory_request is not None:
-        mem_limit = _optional_int(node, name, "memory_allocatable")
-        mem_used = _optional_int(node, name, "memory_requested") or 0
-        if mem_limit is not None and mem_used + memory_request > mem_limit:
-            return already, (
-                f"pod does not fit: memory requested {mem_used} + pod {memory_request} > allocatable {mem_limit}"
-            )
-    return already, ""
+        return f"pod does not fit: CPU requested {already}m + pod {request}m > allocatable {limit}m"
+    if memory_request is not None and mem_limit is not None and mem_used + memory_request > mem_limit:
+        return f"pod does not fit: memory requested {mem_used} + pod {memory_request} > allocatable {mem_limit}"
+    return ""
 
 
 _REASONS = {
@@ -177,25 +157,26 @@ def rank_nodes(nodes, pod_cpu_request, pod_memory_request=None, wake="pod", pod_
     """
     if wake not in WAKE_ORDERS:
         _fail("options", "wake", f"must be one of {', '.join(WAKE_ORDERS)}, got {wake!r}")
-    request = _checked(_millicores, pod_cpu_request, "pod", "pod_cpu_request")
-    size = request if pod_cpu_size is None else _checked(_millicores, pod_cpu_size, "pod", "pod_cpu_size")
+    request = _checked(cpu_millicores, pod_cpu_request, "pod", "pod_cpu_request")
+    size = request if pod_cpu_size is None else _checked(cpu_millicores, pod_cpu_size, "pod", "pod_cpu_size")
     if pod_memory_request is not None and (
         isinstance(pod_memory_request, bool) or not isinstance(pod_memory_request, int) or pod_memory_request < 0
     ):
         _fail("pod", "pod_memory_request", f"must be a non-negative integer or null, got {pod_memory_request!r}")
-    if isinstance(nodes, (str, bytes)) or not hasattr(nodes, "__iter__"):
-        _fail("nodes", "nodes", f"expected a list of node mappings, got {type(nodes).__name__}")
+    _checked(node_list, nodes)
     results = []
     seen = {}
+    memory = pod_memory_request is not None  # a node's memory figures are read only for a pod that asks
     for index, node in enumerate(nodes):
-        name = _checked(_validated_name, node, index, seen)
-        capacity = _checked(_validated_capacity, node, name)
-        already, reason = _checked(_fits, node, name, capacity, request, pod_memory_request)
-        powered_off = node.get("powered_off", False)
-        if not isinstance(powered_off, bool):
-            _fail(f"node {name!r}", "powered_off", f"must be true or false, got {powered_off!r}")
-        if powered_off and already:
-            _fail(f"node {name!r}", "powered_off", f"a powered-off node runs no pods, but {already}m are requested")
+        try:
+            name, _util, capacity, allocatable, requested, mem_limit, mem_used, powered_off = node_input(
+                node, index, seen, cpu_requests=True, memory=memory, power_state=True
+            )
+        except NodeInputError as err:
+            raise PlacementScoreError(f"placement score: {err}") from None
+        already = requested or 0
+        limit = capacity if allocatable is None else allocatable
+        reason = _fits(limit, already, request, mem_limit, mem_used or 0, pod_memory_request)
         model = node.get("model")
         predict = None
         if model is not None:

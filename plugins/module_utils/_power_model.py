@@ -31,13 +31,16 @@ import json
 import math
 import operator
 
+from ansible_collections.poweraware.k8s.plugins.module_utils._k8s_names import is_dns1123_subdomain
 from ansible_collections.poweraware.k8s.plugins.module_utils._quantity import parse_cpu_quantity
 
 __all__ = [
     "DEFAULT_KIND",
     "KINDS",
     "PowerModelError",
+    "annotation_prefix_problems",
     "compile_model",
+    "config_errors",
     "fit_model",
     "fit_nodes",
     "judge_fit",
@@ -655,6 +658,31 @@ def node_annotation_objects(results, prefix):
             }
         objects.append({"apiVersion": "v1", "kind": "Node", "metadata": metadata})
     return objects
+
+
+def annotation_prefix_problems(variable, prefix, fix):
+    """[] when ``prefix`` can go before the model annotations (``<prefix>/power-model``): a DNS
+    subdomain, as Kubernetes takes the prefix of any annotation key. Else the one problem, naming
+    ``variable``, the value, why and ``fix``.
+
+    The one check of both roles' prefixes, which must be the same: the power_models role publishes
+    under power_models_annotation_prefix, our extender reads power_extender_annotation_prefix.
+    """
+    if is_dns1123_subdomain(prefix):
+        return []
+    return [f"{variable}={prefix!r}: must be a DNS subdomain, {fix}"]
+
+
+def config_errors(values):
+    """Every problem with the power_models role's variables checked here (the annotation prefix; the
+    role's own assertion checks the others), each naming variable, value, reason and fix."""
+    return annotation_prefix_problems(
+        "power_models_annotation_prefix",
+        values.get("power_models_annotation_prefix"),
+        "lower-case letters, digits, '-' and '.', each dot-separated part starting and ending with a letter or "
+        "digit, at most 253 characters, such as poweraware.io; the power_extender role's "
+        "power_extender_annotation_prefix must be the same",
+    )
 
 
 def fit_nodes(samples_by_node, nodes, kind=DEFAULT_KIND, min_samples=30, min_util_span=20.0, max_rmse_percent=10.0):

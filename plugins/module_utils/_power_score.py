@@ -25,8 +25,13 @@ from __future__ import annotations
 
 import math
 
+from ansible_collections.poweraware.k8s.plugins.module_utils._node_input import (
+    NodeInputError,
+    cpu_millicores,
+    node_input,
+    node_list,
+)
 from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import PowerModelError, compile_model
-from ansible_collections.poweraware.k8s.plugins.module_utils._quantity import QuantityError, parse_cpu_quantity
 
 __all__ = ["MAX_SCORE", "PowerScoreError", "score_nodes", "score_nodes_upstream_peaks"]
 
@@ -46,69 +51,20 @@ def _fail(where, field, problem):
     raise PowerScoreError(f"power score: {where}: {field}: {problem}")
 
 
-def _fail_node(name, field, problem):
-    # The "node 'x'" label is built only on failure: scoring runs over thousands of nodes.
-    _fail(f"node {name!r}", field, problem)
-
-
-def _millicores(value, where, field):
+def _checked(check, *args, **fields):
+    """Run one of ``_node_input``'s checks, its error worded as this module's."""
     try:
-        return parse_cpu_quantity(value)
-    except QuantityError as err:
-        _fail(where, field, str(err))
+        return check(*args, **fields)
+    except NodeInputError as err:
+        raise PowerScoreError(f"power score: {err}") from None
 
 
-def _node_millicores(value, name, field):
-    try:
-        return parse_cpu_quantity(value)
-    except QuantityError as err:
-        _fail_node(name, field, str(err))
-
-
-def _validated_name(node, index, seen):
-    if not hasattr(node, "get"):
-        _fail(f"nodes[{index}]", "node", f"expected a mapping, got {type(node).__name__}")
-    name = node.get("name")
-    if not isinstance(name, str) or not name:
-        _fail(f"nodes[{index}]", "name", f"must be a non-empty string, got {name!r}")
-    if name in seen:
-        _fail_node(name, "name", f"appears twice (nodes[{seen[name]}] and nodes[{index}])")
-    seen[name] = index
-    return name
-
-
-def _validated_util(node, name):
-    util = node.get("util")
-    if util is None:
-        return None
-    if isinstance(util, float) and 0.0 <= util <= 100.0:  # the common case, NaN fails the range test
-        return util
-    if isinstance(util, bool) or not isinstance(util, (int, float)) or not math.isfinite(util):
-        _fail_node(name, "util", f"must be a number within 0..100 (percent) or null for no metrics, got {util!r}")
-    if not 0.0 <= util <= 100.0:
-        _fail_node(name, "util", f"must be within 0..100 (percent), got {util!r}")
-    return float(util)
-
-
-def _validated_capacity(node, name):
-    capacity = node.get("cpu_capacity")
-    if isinstance(capacity, int) and not isinstance(capacity, bool) and capacity > 0:  # the common case: millicores
-        return capacity
-    if capacity is None:
-        _fail_node(name, "cpu_capacity", "missing; give millicores (int) or a quantity such as '16' or '15500m'")
-    capacity = _node_millicores(capacity, name, "cpu_capacity")
-    if capacity == 0:
-        _fail_node(name, "cpu_capacity", "is zero; a node that can run pods has some CPU")
-    return capacity
-
-
-def _request_fits_allocatable(node, name, capacity, request):
+def _request_fits_allocatable(capacity, allocatable, requested, request):
     """False when requests already on the node plus this pod exceed what the node offers."""
-    allocatable, requested = node.get("cpu_allocatable"), node.get("cpu_requested")
     if allocatable is None and requested is None:
         return True, ""
-    limit = capacity if allocatable is None else _node_millicores(allocatable, name, "cpu_allocatable")
-    already = 0 if requested is None else _node_millicores(requested, name, "cpu_requested")
+    limit = capacity if allocatable is None else allocatable
+    already = 0 if requested is None else requested
     if already + request > limit:
         bound = "capacity" if allocatable is None else "allocatable"
         return False, f"pod does not fit: requested {already}m + pod {request}m > {bound} {limit}m"
@@ -140,16 +96,17 @@ def score_nodes(nodes, pod_cpu_request, neutral_score=50):
     Raises ``PowerScoreError`` (a ``ValueError``) naming the node and the field on bad input.
     """
     neutral_score = _validated_neutral_score(neutral_score)
-    request = _millicores(pod_cpu_request, "pod", "pod_cpu_request")
-    if isinstance(nodes, (str, bytes)) or not hasattr(nodes, "__iter__"):
-        _fail("nodes", "nodes", f"expected a list of node mappings, got {type(nodes).__name__}")
+    request = _checked(cpu_millicores, pod_cpu_request, "pod", "pod_cpu_request")
+    _checked(node_list, nodes)
     results = []
     scored = []
     seen = {}
     for index, node in enumerate(nodes):
-        name = _validated_name(node, index, seen)
-        util = _validated_util(node, name)
-        capacity = _validated_capacity(node, name)
+        try:
+            checked = node_input(node, index, seen, util=True, cpu_requests=True)
+        except NodeInputError as err:
+            raise PowerScoreError(f"power score: {err}") from None
+        name, util, capacity, allocatable, requested = checked[:5]
         model = node.get("model")
         predict = None
         if model is not None:
@@ -157,7 +114,7 @@ def score_nodes(nodes, pod_cpu_request, neutral_score=50):
                 predict = compile_model(model, name)
             except PowerModelError as err:
                 raise PowerScoreError(f"power score: {err}") from None
-        fits, reason = _request_fits_allocatable(node, name, capacity, request)
+        fits, reason = _request_fits_allocatable(capacity, allocatable, requested, request)
         util_after = jump = None
         score, status = 0, "unfit"
         if fits:
@@ -206,13 +163,15 @@ def score_nodes_upstream_peaks(nodes, pod_cpu_request):
     Returns ``[{"name", "raw_score", "score"}]``: the int64 cost (jump in watts * 1e15,
     truncated) and the normalised score, ``100 - int(100 * (cost - min) / (max - min))``.
     """
-    request = _millicores(pod_cpu_request, "pod", "pod_cpu_request")
+    request = _checked(cpu_millicores, pod_cpu_request, "pod", "pod_cpu_request")
     results = []
     seen = {}
     for index, node in enumerate(nodes):
-        name = _validated_name(node, index, seen)
-        util = _validated_util(node, name)
-        capacity = _validated_capacity(node, name)
+        # upstream reads no requests: a node's cpu_allocatable and cpu_requested are not checked
+        try:
+            name, util, capacity = node_input(node, index, seen, util=True)[:3]
+        except NodeInputError as err:
+            raise PowerScoreError(f"power score: {err}") from None
         model = node.get("model")
         raw = 0  # framework.MinNodeScore: no metrics and overfull nodes keep it
         if util is not None:

@@ -21,8 +21,8 @@ import ipaddress
 import re
 
 from ansible_collections.poweraware.k8s.plugins.module_utils._k8s_names import (
+    dns_name_labels,
     extended_resource_name_problems,
-    is_dns1123_subdomain,
 )
 from ansible_collections.poweraware.k8s.plugins.module_utils._sched_version import (
     GROUP,
@@ -62,7 +62,6 @@ _URL_RE = re.compile(
     r"^(?P<scheme>https?)://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::(?P<port>[0-9]{1,5}))?(?P<path>/[^\s?#]*)?$"
 )
 _VERB_RE = re.compile(r"^[A-Za-z0-9._~-]+(?:/[A-Za-z0-9._~-]+)*$")
-_CLUSTER_DNS_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\.[a-z0-9]([-a-z0-9]*[a-z0-9])?\.svc(\.[a-z0-9.-]+)?\.?$")
 
 VERBS = ("filter_verb", "prioritize_verb", "preempt_verb", "bind_verb")
 TLS_FILES = ("cert_file", "key_file", "ca_file")
@@ -75,8 +74,11 @@ def url_host(url_prefix):
 
 
 def is_cluster_dns_name(host):
-    """True for Service DNS names (<svc>.<ns>.svc, <svc>.<ns>.svc.cluster.local)."""
-    return bool(host) and bool(_CLUSTER_DNS_RE.fullmatch(host.lower()))
+    """True for Service DNS names (<svc>.<ns>.svc, <svc>.<ns>.svc.cluster.local, any case, an
+    optional final dot): only the cluster DNS resolves them, so kube-scheduler's pod needs
+    dnsPolicy ClusterFirstWithHostNet (_sched_manifest)."""
+    labels = dns_name_labels(host.lower()) if isinstance(host, str) else None
+    return labels is not None and len(labels) >= 3 and labels[2] == "svc"
 
 
 def normalize_extenders(extenders):
@@ -229,11 +231,8 @@ def _server_name_ok(name):
         return True
     except ValueError:
         pass
-    host = name[:-1] if name.endswith(".") else name
-    # fullmatch: "$" would accept a trailing newline (tests/unit/security)
-    return (
-        len(host) <= 253 and all(len(label) <= 63 for label in host.split(".")) and is_dns1123_subdomain(host.lower())
-    )
+    # any case: DNS names are case-insensitive (RFC 4343)
+    return dns_name_labels(name.lower()) is not None
 
 
 def tls_directories(extenders):

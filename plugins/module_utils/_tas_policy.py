@@ -316,7 +316,7 @@ def validate_policy(policy, known_metrics=None, stripped_prefix="node_"):
         name = metadata.get("name")
         if not is_dns1123_subdomain(name):
             errors.append(f"metadata.name {name!r} is not a valid Kubernetes object name (DNS-1123 subdomain)")
-        elif len(name) > 63:
+        elif not is_label_value(name):  # a valid subdomain fails only by length, over 63 characters
             errors.append(
                 f"metadata.name {name!r} is longer than 63 characters: pods opt in with the label"
                 " telemetry-policy=<name>, and label values are at most 63 characters"

@@ -145,8 +145,9 @@ def test_equal_scores_rank_by_the_smaller_jump_before_the_name():
 # Mutants left alive on purpose (same observable behaviour), from the mutation run of this file:
 # - _request_fits_allocatable, both `return True, ""` -> "XXXX": a fitting node's reason is always
 #   replaced (neutral, unfit by utilisation, or the "fits; predicted power jump" of scored nodes).
-# - _validated_util, `0.0 <= util` -> `1.0 <= util` / `0.0 < util` in the fast path: a float below
-#   1 (or 0.0) falls through to the general checks, which accept it and return float(util), the same;
-#   likewise `util <= 100.0` -> `util < 100.0` there (100.0 falls through and comes back as 100.0).
-# - _validated_capacity, `capacity > 0` -> `capacity > 1` in the fast path: capacity 1 falls through
-#   to parse_cpu_quantity(1), which returns the same int 1.
+# In _node_input.node_input, which checks the nodes of both scorers (and its helpers):
+# - `0.0 <= checked_util` -> `1.0 <= ...` / `0.0 < ...` in the util fast path: a float below 1 (or
+#   0.0) falls through to _util, which accepts it and returns float(util), the same; likewise
+#   `checked_util <= 100.0` -> `< 100.0` there (100.0 falls through and comes back as 100.0).
+# - `capacity > 0` -> `capacity > 1` in the capacity fast paths: capacity 1 falls through to
+#   parse_cpu_quantity(1), which returns the same int 1.

@@ -18,6 +18,7 @@ import pytest
 import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
+from ansible_collections.poweraware.k8s.plugins.filter.power_models_errors import power_models_errors
 from ansible_collections.poweraware.k8s.plugins.module_utils import (
     _image,
     _peaks,
@@ -154,16 +155,37 @@ POWER_MODELS = {
 def test_power_models_settings_accept_valid_values():
     that = _assertion("power_models", "Check the settings")
     assert _holds(that, POWER_MODELS)
-    assert _holds(that, {**POWER_MODELS, "power_models_annotation_prefix": "power-aware.example.com"})
+    assert power_models_errors(POWER_MODELS) == []
+    for prefix in ("power-aware.example.com", "a" * 253):  # a DNS subdomain may be 253 characters long
+        assert power_models_errors({**POWER_MODELS, "power_models_annotation_prefix": prefix}) == []
+
+
+# The annotation prefix is checked in Python, by the filter the role's own task calls.
+def test_the_role_checks_its_annotation_prefix_with_the_filter():
+    tasks = yaml.safe_load((REPO / "roles" / "power_models" / "tasks" / "main.yml").read_text("utf-8"))
+    (task,) = [t for t in _tasks(tasks) if t.get("name") == "Check the annotation prefix"]
+    call = "{'power_models_annotation_prefix': power_models_annotation_prefix} | poweraware.k8s.power_models_errors"
+    assert call in task["vars"]["_power_models_problems"]
+    assert task["ansible.builtin.assert"]["that"] == "_power_models_problems | length == 0"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "poweraware.io\n",
+        "poweraware..io",  # an empty label: not a DNS subdomain
+        "power-.io",  # a label may not end with '-'
+        "a" * 254,  # longer than a DNS subdomain may be
+    ],
+)
+def test_power_models_annotation_prefix_refuses_a_value_that_only_starts_right(value):
+    problems = power_models_errors({**POWER_MODELS, "power_models_annotation_prefix": value})
+    assert len(problems) == 1 and problems[0].startswith(f"power_models_annotation_prefix={value!r}: "), problems
 
 
 @pytest.mark.parametrize(
     ("name", "value"),
     [
-        ("power_models_annotation_prefix", "poweraware.io\n"),
-        ("power_models_annotation_prefix", "poweraware..io"),  # an empty label: not a DNS subdomain
-        ("power_models_annotation_prefix", "power-.io"),  # a label may not end with '-'
-        ("power_models_annotation_prefix", "a" * 254),  # longer than a DNS subdomain may be
         ("power_models_reference_pod_cpu", "500m\n"),
         ("power_models_rule_metric", "node:power_model:watts\n"),
         ("power_models_rule_util_metric", "instance:node_cpu:ratio\n"),
