@@ -1,7 +1,7 @@
 # Copyright: poweraware.k8s contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The poweraware.k8s.power_model, power_model_fits, power_model_promql and power_model_annotations
-filters; documentation in the .yml file of each beside this file."""
+"""The poweraware.k8s.power_model, power_model_fits, power_model_promql, power_model_annotations and
+power_model_peaks filters; documentation in the .yml file of each beside this file."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import
     fit_model,
     fit_nodes,
     node_annotation_objects,
+    peaks_models_text,
     power_jump_promql,
 )
 from ansible_collections.poweraware.k8s.plugins.module_utils._quantity import QuantityError
@@ -56,6 +57,14 @@ def power_model_annotations(results, prefix):
         raise AnsibleFilterError(str(err)) from err
 
 
+def power_model_peaks(results):
+    """The Peaks scheduler plugin's model file of ``power_model_fits`` results (see ``peaks_models_text``)."""
+    try:
+        return peaks_models_text(results)
+    except PowerModelError as err:
+        raise AnsibleFilterError(str(err)) from err
+
+
 class FilterModule:
     """Power model fitting, judging and publishing."""
 
@@ -65,4 +74,5 @@ class FilterModule:
             "power_model_fits": power_model_fits,
             "power_model_promql": power_model_promql,
             "power_model_annotations": power_model_annotations,
+            "power_model_peaks": power_model_peaks,
         }

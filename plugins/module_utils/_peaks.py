@@ -45,7 +45,7 @@ import math
 import re
 
 from ansible_collections.poweraware.k8s.plugins.module_utils._k8s_version import VersionError, parse_version
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import _finite_number
+from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import PEAKS_COEFFICIENTS, finite_number
 
 __all__ = ["API_VERSION", "WATCHER_PORT", "MAX_JUMP_W", "parse_models", "scheduler_configuration", "skew", "plan"]
 
@@ -54,7 +54,6 @@ WATCHER_PORT = 2020
 # int64 holds 9.22e18; Peaks multiplies watts by 1e15
 MAX_JUMP_W = 9223.0
 PLUGIN = "Peaks"
-COEFFICIENTS = ("k0", "k1", "k2")
 _URL = re.compile(r"^https?://[^\s/:]+(:\d{1,5})?(/\S*)?$")
 # scheduler-plugins release tags: v0.<Kubernetes minor>.<patch> (one digit patches follow Kubernetes',
 # three digit ones are plugin-only releases on the same client packages)
@@ -120,9 +119,9 @@ def parse_models(text, where):
         if not isinstance(model, dict):
             errors.append(f"{where}: node {node!r}: expected {{k0, k1, k2}}, got {model!r}")
             continue
-        missing = [k for k in COEFFICIENTS if k not in model]
-        extra = sorted(set(model) - set(COEFFICIENTS))
-        bad = [f"{k}={model[k]!r}" for k in COEFFICIENTS if k in model and not _finite_number(model[k])]
+        missing = [k for k in PEAKS_COEFFICIENTS if k not in model]
+        extra = sorted(set(model) - set(PEAKS_COEFFICIENTS))
+        bad = [f"{k}={model[k]!r}" for k in PEAKS_COEFFICIENTS if k in model and not finite_number(model[k])]
         if missing or extra or bad:
             problems = []
             if missing:
@@ -145,7 +144,7 @@ def parse_models(text, where):
                 f"{MAX_JUMP_W:.0f} W Peaks can score (it multiplies watts by 1e15 into an int64): refit it"
             )
             continue
-        parsed[node] = {k: float(model[k]) for k in COEFFICIENTS}
+        parsed[node] = {k: float(model[k]) for k in PEAKS_COEFFICIENTS}
     return parsed, errors
 
 

@@ -90,7 +90,7 @@ def _fail(node, field, problem):
 _FLOAT_TYPE = {float}
 
 
-def _finite_number(value):
+def finite_number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -106,9 +106,9 @@ def _validated_samples(samples, node):
         if not hasattr(sample, "get"):
             _fail(node, field, f"expected a mapping with util and watts, got {type(sample).__name__}")
         util, power = sample.get("util"), sample.get("watts")
-        if not _finite_number(util) or not 0.0 <= util <= 100.0:
+        if not finite_number(util) or not 0.0 <= util <= 100.0:
             _fail(node, field + ".util", f"must be a number within 0..100 (percent), got {util!r}")
-        if not _finite_number(power) or power < 0.0:
+        if not finite_number(power) or power < 0.0:
             _fail(node, field + ".watts", f"must be a finite number >= 0, got {power!r}")
         utils.append(float(util))
         watts.append(float(power))
@@ -476,14 +476,14 @@ def compile_model(model, node=None):
             )
         return _piecewise_predictor({"knot_util": list(knots), "knot_watts": values})
     for name in _KINDS[kind].params:
-        if not _finite_number(params[name]):
+        if not finite_number(params[name]):
             _fail(node, f"model.params.{name}", f"must be a finite number, got {params[name]!r}")
     return _KINDS[kind].predictor(params)
 
 
 def predict_power(model, util, node=None):
     """Predicted wall power in watts of ``model`` (a ``fit_model`` result) at ``util`` percent."""
-    if not _finite_number(util) or not 0.0 <= util <= 100.0:
+    if not finite_number(util) or not 0.0 <= util <= 100.0:
         _fail(node, "util", f"must be a number within 0..100 (percent), got {util!r}")
     return compile_model(model, node)(float(util))
 
@@ -546,7 +546,7 @@ def fit_model(samples, kind=DEFAULT_KIND, node=None, **options):
         options["knots"] = _validated_knots(options["knots"], node, "knots")
     if "smoothing" in options:
         smoothing = options["smoothing"]
-        if not _finite_number(smoothing) or smoothing < 0.0:
+        if not finite_number(smoothing) or smoothing < 0.0:
             _fail(node, "smoothing", f"must be a finite number >= 0, got {smoothing!r}")
     utils, watts = _validated_samples(samples, node)
     distinct = len(set(utils))
@@ -658,6 +658,25 @@ def node_annotation_objects(results, prefix):
             }
         objects.append({"apiVersion": "v1", "kind": "Node", "metadata": metadata})
     return objects
+
+
+# The upstream Peaks plugin's model file (its NODE_POWER_MODEL): JSON {"<node>": {"k0": .., "k1": ..,
+# "k2": ..}}, P(u) = k0 + k1 * exp(k2 * u). The power_models role publishes it in a ConfigMap; the
+# peaks role reads it back (_peaks.parse_models).
+PEAKS_COEFFICIENTS = ("k0", "k1", "k2")
+
+
+def peaks_models_text(results):
+    """The Peaks model file of ``fit_nodes`` results: every node whose Peaks fit was good enough
+    (its result's ``peaks``), sorted, as JSON with sorted keys; ``{}`` when no node has one."""
+    if not isinstance(results, dict):
+        raise PowerModelError(f"the fit results must be a mapping of node to result, got {type(results).__name__}")
+    models = {
+        node: {k: result["peaks"][k] for k in PEAKS_COEFFICIENTS}
+        for node, result in sorted(results.items())
+        if isinstance(result, dict) and result.get("peaks")
+    }
+    return json.dumps(models, sort_keys=True)
 
 
 def annotation_prefix_problems(variable, prefix, fix):

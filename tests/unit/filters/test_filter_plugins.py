@@ -34,6 +34,7 @@ def test_filters_are_registered_under_their_names():
         "power_model_fits",
         "power_model_promql",
         "power_model_annotations",
+        "power_model_peaks",
     }
     assert set(ScoreFilters().filters()) == {"power_score"}
 

@@ -112,6 +112,7 @@ def raises(call, message):
                 "power_model_fits": "power_model_fits",
                 "power_model_promql": "power_model_promql",
                 "power_model_annotations": "power_model_annotations",
+                "power_model_peaks": "power_model_peaks",
             },
         ),
         (f_score, {"power_score": "power_score"}),

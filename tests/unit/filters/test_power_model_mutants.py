@@ -74,17 +74,17 @@ def test_finite_floats_refuses_anything_else(values):
     assert pm._finite_floats(values) is None
 
 
-# --- _finite_number -------------------------------------------------------------------------------
+# --- finite_number --------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(("value", "expected"), [(0, True), (-2.5, True), (TaggedFloat(3), True), (10**20, True)])
 def test_finite_number_accepts_finite_ints_and_floats(value, expected):
-    assert pm._finite_number(value) is expected
+    assert pm.finite_number(value) is expected
 
 
 @pytest.mark.parametrize("value", [True, False, math.nan, math.inf, -math.inf, "1", None, 1j])
 def test_finite_number_refuses_bools_non_finite_and_non_numbers(value):
-    assert pm._finite_number(value) is False
+    assert pm.finite_number(value) is False
 
 
 # --- _fit_linear_weighted -------------------------------------------------------------------------
