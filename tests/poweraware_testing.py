@@ -258,3 +258,23 @@ def self_signed_pem(not_before, not_after) -> str:
         .sign(key, hashes.SHA256())
     )
     return cert.public_bytes(serialization.Encoding.PEM).decode()
+
+
+# The power_extender role's settings as its defaults give them, resolved (the power extender's
+# config_errors takes them whole): the tests of its checks and of the prefix check both roles share.
+EXTENDER_SETTINGS = {
+    "power_extender_state": "present",
+    "power_extender_port": 10290,
+    "power_extender_address": "127.0.0.1",
+    "power_extender_allowed_clients": ["kube-scheduler-tas-client"],
+    "power_extender_api_user": "poweraware:scheduler-extender",
+    "power_extender_annotation_prefix": "poweraware.io",
+    "power_extender_stale_after": 30,
+    "power_extender_default_pod_cpu_m": 100,
+    "power_extender_run_as_user": 10290,
+    "power_extender_http_timeout": 1,
+    "power_extender_wait_timeout": 120,
+    "power_extender_code_dir": "/opt/poweraware/scheduler-extender",
+    "power_extender_manifest_path": "/etc/kubernetes/manifests/poweraware-scheduler-extender.yaml",
+    "power_extender_pki_dir": "/etc/kubernetes/pki/poweraware-extender",
+}

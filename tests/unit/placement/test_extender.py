@@ -20,6 +20,7 @@ from ansible_collections.poweraware.k8s.plugins.module_utils._extender import (
 )
 from ansible_collections.poweraware.k8s.plugins.module_utils._placement_score import rank_nodes
 from ansible_collections.poweraware.k8s.plugins.module_utils._quantity import QuantityError, parse_byte_quantity
+from poweraware_testing import EXTENDER_SETTINGS
 
 LINEAR_CHEAP = {"kind": "linear", "params": {"idle_w": 50.0, "max_w": 150.0}}  # +1 W per percent
 LINEAR_DEAR = {"kind": "linear", "params": {"idle_w": 50.0, "max_w": 450.0}}  # +4 W per percent
@@ -261,33 +262,15 @@ def test_extender_priority_rounds_half_up(score, priority):
     assert extender_priority(score) == priority
 
 
-GOOD_CONFIG = {
-    "power_extender_state": "present",
-    "power_extender_port": 10290,
-    "power_extender_address": "127.0.0.1",
-    "power_extender_allowed_clients": ["kube-scheduler-tas-client"],
-    "power_extender_api_user": "poweraware:scheduler-extender",
-    "power_extender_annotation_prefix": "poweraware.io",
-    "power_extender_stale_after": 30,
-    "power_extender_default_pod_cpu_m": 100,
-    "power_extender_run_as_user": 10290,
-    "power_extender_http_timeout": 1,
-    "power_extender_wait_timeout": 120,
-    "power_extender_code_dir": "/opt/poweraware/scheduler-extender",
-    "power_extender_manifest_path": "/etc/kubernetes/manifests/poweraware-scheduler-extender.yaml",
-    "power_extender_pki_dir": "/etc/kubernetes/pki/poweraware-extender",
-}
-
-
 def test_the_roles_defaults_and_their_extra_vars_spelling_are_valid():
-    assert config_errors(GOOD_CONFIG) == []
-    as_strings = {k: str(v) if isinstance(v, (int, float)) else v for k, v in GOOD_CONFIG.items()}
+    assert config_errors(EXTENDER_SETTINGS) == []
+    as_strings = {k: str(v) if isinstance(v, (int, float)) else v for k, v in EXTENDER_SETTINGS.items()}
     assert config_errors(as_strings) == []
 
 
 def test_every_problem_is_reported_at_once_with_variable_value_reason_and_fix():
     bad = {
-        **GOOD_CONFIG,
+        **EXTENDER_SETTINGS,
         "power_extender_state": "running",
         "power_extender_port": "70000",
         "power_extender_address": "localhost",
@@ -323,22 +306,22 @@ def test_every_problem_is_reported_at_once_with_variable_value_reason_and_fix():
         "process on the control-plane nodes uses (default 10290); 0 would run the extender as root",
     ):
         assert expected in text, (expected, problems)
-    assert config_errors({**GOOD_CONFIG, "power_extender_port": 10290.5}) != []
-    assert config_errors({**GOOD_CONFIG, "power_extender_port": True}) != []
-    assert config_errors({**GOOD_CONFIG, "power_extender_code_dir": "/opt/../etc"}) != []
+    assert config_errors({**EXTENDER_SETTINGS, "power_extender_port": 10290.5}) != []
+    assert config_errors({**EXTENDER_SETTINGS, "power_extender_port": True}) != []
+    assert config_errors({**EXTENDER_SETTINGS, "power_extender_code_dir": "/opt/../etc"}) != []
 
 
 @pytest.mark.parametrize("uid", [-1, 0, 2147483648, 10290.5, "inf", "nan", True, None, "10290 ", "²"])
 def test_the_pods_uid_is_a_non_root_int32(uid):
     # inf and nan crashed the whole-number check (int(inf) raises) before _whole; "10290 " is what -e
     # gives with a stray space, and is taken
-    problems = config_errors({**GOOD_CONFIG, "power_extender_run_as_user": uid})
+    problems = config_errors({**EXTENDER_SETTINGS, "power_extender_run_as_user": uid})
     if uid == "10290 ":
         assert problems == []
     else:
         assert [p.split(":")[0] for p in problems] == [f"power_extender_run_as_user={uid!r}"], problems
-    assert config_errors({**GOOD_CONFIG, "power_extender_run_as_user": 2147483647}) == []
-    assert config_errors({**GOOD_CONFIG, "power_extender_port": "inf"})[0].startswith("power_extender_port='inf'")
+    assert config_errors({**EXTENDER_SETTINGS, "power_extender_run_as_user": 2147483647}) == []
+    assert config_errors({**EXTENDER_SETTINGS, "power_extender_port": "inf"})[0].startswith("power_extender_port='inf'")
 
 
 # --- exact messages, boundaries and edge cases (mutation testing, issue 17 item 6) -------------------
@@ -571,7 +554,7 @@ def test_filter_and_prioritize_replies_in_full():
 
 
 def _problems(**changes):
-    return config_errors({**GOOD_CONFIG, **changes})
+    return config_errors({**EXTENDER_SETTINGS, **changes})
 
 
 def test_config_messages_in_full():
@@ -737,5 +720,5 @@ def test_the_manifest_directory_is_the_manifest_path_s_parent_without_trailing_s
 
 def test_an_annotation_prefix_with_a_trailing_newline_is_refused():
     # '$' matches before a final newline; Kubernetes would refuse the annotation key later.
-    problems = config_errors({**GOOD_CONFIG, "power_extender_annotation_prefix": "poweraware.io\n"})
+    problems = config_errors({**EXTENDER_SETTINGS, "power_extender_annotation_prefix": "poweraware.io\n"})
     assert len(problems) == 1 and "must be a DNS subdomain" in problems[0], problems

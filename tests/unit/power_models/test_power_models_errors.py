@@ -8,23 +8,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.poweraware.k8s.plugins.filter.power_models_errors import FilterModule, power_models_errors
 from ansible_collections.poweraware.k8s.plugins.module_utils._extender import config_errors as extender_errors
 from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import annotation_prefix_problems
-
-EXTENDER = {
-    "power_extender_state": "present",
-    "power_extender_port": 10290,
-    "power_extender_address": "127.0.0.1",
-    "power_extender_allowed_clients": ["kube-scheduler-tas-client"],
-    "power_extender_api_user": "poweraware:scheduler-extender",
-    "power_extender_annotation_prefix": "poweraware.io",
-    "power_extender_stale_after": 30,
-    "power_extender_default_pod_cpu_m": 100,
-    "power_extender_run_as_user": 10290,
-    "power_extender_http_timeout": 1,
-    "power_extender_wait_timeout": 120,
-    "power_extender_code_dir": "/opt/poweraware/scheduler-extender",
-    "power_extender_manifest_path": "/etc/kubernetes/manifests/poweraware-scheduler-extender.yaml",
-    "power_extender_pki_dir": "/etc/kubernetes/pki/poweraware-extender",
-}
+from poweraware_testing import EXTENDER_SETTINGS
 
 PREFIXES = [
     ("poweraware.io", True),
@@ -51,7 +35,8 @@ def test_the_filter_is_registered_under_its_name():
 @pytest.mark.parametrize(("prefix", "ok"), PREFIXES)
 def test_both_roles_take_the_same_prefixes(prefix, ok):
     models = power_models_errors({"power_models_annotation_prefix": prefix})
-    extender = [p for p in extender_errors({**EXTENDER, "power_extender_annotation_prefix": prefix}) if "prefix" in p]
+    settings = {**EXTENDER_SETTINGS, "power_extender_annotation_prefix": prefix}
+    extender = [p for p in extender_errors(settings) if "prefix" in p]
     assert (models == [], extender == []) == (ok, ok), (models, extender)
 
 
