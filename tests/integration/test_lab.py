@@ -5,6 +5,7 @@ simulated power cycle, and a teardown that leaves nothing behind."""
 from __future__ import annotations
 
 import collections
+import hashlib
 import json
 import os
 import pathlib
@@ -173,8 +174,13 @@ def _write_manifest(lab, text: str) -> None:
 def test_static_pod_runner_restarts_the_scheduler_when_its_manifest_changes(lab):
     cp = lab.control_plane_node
     original = lab.ssh(cp, f"cat {MANIFEST}", sudo=True).stdout
-    old_pid, old_hash = _scheduler_pid(lab)
-    assert old_pid and lab.scheduler_healthy()
+    # The runner's status names what it runs; right after an earlier test restored the manifest it
+    # may still name the one before (it polls): start from the manifest on the disk, running.
+    on_disk = hashlib.sha256(original.encode()).hexdigest()
+    old_pid, old_hash = wait_until(
+        lambda: (s := _scheduler_pid(lab))[0] and s[1] == on_disk and s, 30, "the runner to run the manifest on disk"
+    )
+    lab.wait_scheduler_healthy(60)
     # The runner keeps a mirror pod, as kubelet does, with the manifest's hash and the probe's verdict.
     wait_until(lambda: _mirror_state(lab) == (old_hash[:32], True), 20, "a Ready mirror pod")
     mirror = _mirror_pod(lab)
@@ -245,7 +251,9 @@ def test_static_pod_runner_restarts_the_scheduler_when_its_manifest_changes(lab)
         _write_manifest(lab, original)
         lab.ssh(cp, f"rm -f /etc/kubernetes/manifests/.kube-scheduler.yaml.swp {config_file}", sudo=True)
         lab.wait_scheduler_healthy(60)
-    restored_pid, restored_hash = _scheduler_pid(lab)
+    restored_pid, restored_hash = wait_until(
+        lambda: (s := _scheduler_pid(lab))[1] == old_hash and s, 20, "the runner to run the restored manifest"
+    )
     assert restored_hash == old_hash and restored_pid not in (old_pid, new_pid)
     wait_until(lambda: _mirror_state(lab) == (old_hash[:32], True), 20, "the mirror pod back")
 
