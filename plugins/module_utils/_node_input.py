@@ -137,7 +137,8 @@ def node_input(node, index, seen, util=False, cpu_requests=False, memory=False, 
         if checked_util is not None and not (isinstance(checked_util, float) and 0.0 <= checked_util <= 100.0):
             checked_util = _util(checked_util, name)
     capacity = node.get("cpu_capacity")
-    if not (type(capacity) is int and capacity > 0):  # the common case: millicores (bool is not int here)
+    # the common case: millicores (a bool is no count of millicores)
+    if not (isinstance(capacity, int) and not isinstance(capacity, bool) and capacity > 0):
         capacity = _capacity(capacity, name)
     allocatable = requested = memory_allocatable = memory_requested = None
     if cpu_requests:

@@ -319,7 +319,7 @@ def test_the_pods_uid_is_a_non_root_int32(uid):
     if uid == "10290 ":
         assert problems == []
     else:
-        assert [p.split(":")[0] for p in problems] == [f"power_extender_run_as_user={uid!r}"], problems
+        assert [p.split(":", maxsplit=1)[0] for p in problems] == [f"power_extender_run_as_user={uid!r}"], problems
     assert config_errors({**EXTENDER_SETTINGS, "power_extender_run_as_user": 2147483647}) == []
     assert config_errors({**EXTENDER_SETTINGS, "power_extender_port": "inf"})[0].startswith("power_extender_port='inf'")
 
