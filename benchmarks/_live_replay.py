@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 from _placement_policies import MIB  # importing it puts the collection (.cache/collections) on sys.path
 from _placement_sim import Cluster, Node, PodTrace, Policy, load_pods, make_trace, peak_demand, simulate
-from ansible_collections.poweraware.k8s.plugins.module_utils._quantity import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.quantity import (
     parse_byte_quantity,
     parse_cpu_quantity,
 )

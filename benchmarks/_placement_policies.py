@@ -28,13 +28,13 @@ _COLLECTIONS = pathlib.Path(__file__).resolve().parent.parent / ".cache" / "coll
 if str(_COLLECTIONS) not in sys.path:
     sys.path.insert(0, str(_COLLECTIONS))
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._extender import extender_priority  # noqa: E402
-from ansible_collections.poweraware.k8s.plugins.module_utils._placement_score import (  # noqa: E402
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.extender import extender_priority  # noqa: E402
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.placement_score import (  # noqa: E402
     placement_cost,
     rank_key,
     rank_nodes,
 )
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import (  # noqa: E402
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_model import (  # noqa: E402
     PowerModelError,
     compile_model,
     fit_model,
@@ -307,7 +307,7 @@ class TasModelJump(_Lagged, _ModelPolicy):
 class UpstreamPeaks(_Windowed, _ModelPolicy):
     """Upstream Peaks (scheduler-plugins pkg/trimaran/peaks) with its exponential model per node,
     fitted on noisy telemetry: upstream's Score and NormalizeScore over the filtered nodes, the
-    arithmetic of ``score_nodes_upstream_peaks`` (``_power_score.py``, the collection's reproduction
+    arithmetic of ``score_nodes_upstream_peaks`` (``placement/power_score.py``, the collection's reproduction
     of upstream) vectorised over the nodes; a unit test checks both pick the same nodes.
 
     Quirks that matter here: predicted utilisation above 100 %, no metrics (a powered-off node)
@@ -356,7 +356,7 @@ class UpstreamPeaks(_Windowed, _ModelPolicy):
 
 
 class Ours(_ModelPolicy):
-    """The collection's policy: ``rank_nodes`` of ``plugins/module_utils/_placement_score.py`` on the
+    """The collection's policy: ``rank_nodes`` of ``plugins/module_utils/placement/placement_score.py`` on the
     collection's default model kind fitted on the same samples.
 
     Powered-on nodes by smallest predicted jump, then powered-off nodes by smallest predicted power
@@ -419,7 +419,7 @@ class GreedyTrue(Policy):
 
 
 class OursExtender(_ModelPolicy):
-    """Our extender's prioritize reply (``_extender.prioritize_result``): ``rank_nodes`` over the
+    """Our extender's prioritize reply (``extender.prioritize_result``): ``rank_nodes`` over the
     nodes kube-scheduler sends (the feasible ones), its 0..100 scores as priorities 0..10; a node
     without a model gets the neutral 5. Used through ``Registered``: alone it would be ``ours``
     with its scores rounded to 11 levels."""

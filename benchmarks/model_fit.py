@@ -31,7 +31,7 @@ _COLLECTIONS = pathlib.Path(__file__).resolve().parent.parent / ".cache" / "coll
 if str(_COLLECTIONS) not in sys.path:
     sys.path.insert(0, str(_COLLECTIONS))
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import (  # noqa: E402
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_model import (  # noqa: E402
     compile_model,
     fit_model,
 )

@@ -31,8 +31,8 @@ _COLLECTIONS = pathlib.Path(__file__).resolve().parent.parent / ".cache" / "coll
 if str(_COLLECTIONS) not in sys.path:
     sys.path.insert(0, str(_COLLECTIONS))
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import fit_model  # noqa: E402
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_score import (  # noqa: E402
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_model import fit_model  # noqa: E402
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_score import (  # noqa: E402
     score_nodes,
     score_nodes_upstream_peaks,
 )

@@ -1,6 +1,6 @@
 """A model of the kernel's sysfs rules on top of a lab/fake_sysfs.py tree: one model, two tiers.
 
-``FakeKernel`` is a drop-in for ``_sysfs.SysfsAccessor``: the unit tests inject it where the module
+``FakeKernel`` is a drop-in for ``sysfs.SysfsAccessor``: the unit tests inject it where the module
 utilities take their accessor (tests/unit/node_power/conftest.py), and every lab node's ``/sys``
 is served from it through FUSE (lab/components/node_kernel.py), so the roles, the boot re-apply
 script and anything else on a node meet the same rules over real system calls. Reads come from
@@ -60,7 +60,7 @@ import pathlib
 import re
 import time
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import SysfsAccessor  # lab/__init__.py
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.sysfs import SysfsAccessor  # lab/__init__.py
 
 METER = ".poweraware-meter.json"  # in the tree's root, beside lab/fake_sysfs.py's marker
 # an hwmon energy counter (Documentation/hwmon/sysfs-interface.rst: energy[1-*]_input, microjoules)

@@ -10,7 +10,8 @@ under ``.cache/mutation/mutants``; the repository itself is never modified.
 
     scripts/mutation.py run [NAME ...] [--max-children N] [--fresh | --retest-survivors]
                             [--baseline TEST_FILE ... [--rev REV]]
-        NAME: a module file stem (``_cpulist``) or filter name (``power_score``); default all files
+        NAME: a file stem (``cpulist``; ``power_model`` is the filter and the module_utils file) or the
+        end of its path (``placement/power_model``, ``filter/power_model``); default all files
         selected by ``only_mutate``. ``--fresh`` forgets earlier results for the named files,
         ``--retest-survivors`` tests again only the mutants that were not killed;
         ``--baseline`` scores the tests with the given test files as committed in REV (default HEAD),
@@ -162,8 +163,9 @@ def select(files: list[pathlib.Path], names: list[str]) -> list[pathlib.Path]:
         return files
     chosen = []
     for name in names:
-        stem = pathlib.Path(name).stem
-        match = [f for f in files if f.stem == stem]
+        # a file stem (``cpulist``: every file of that name) or the end of its path (``node_power/cpulist``)
+        wanted = name.removesuffix(".py")
+        match = [f for f in files if f.stem == wanted or str(f.with_suffix("")).endswith("/" + wanted)]
         if not match:
             sys.exit(f"mutation: {name} is not a file mutmut mutates (see [tool.mutmut] only_mutate)")
         chosen += match

@@ -38,7 +38,7 @@ import pathlib
 import time
 import urllib.error
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._quantity import parse_cpu_quantity  # its grammar
+from ansible_collections.poweraware.k8s.plugins.module_utils.quantity import parse_cpu_quantity  # its grammar
 
 from lab import (
     fake_kernel,

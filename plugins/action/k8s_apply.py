@@ -39,8 +39,13 @@ except ImportError:  # pragma: no cover - older cores render kubernetes.core's w
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.utils.display import Display
-from ansible_collections.poweraware.k8s.plugins.module_utils._dry_run import FACT, classify, plan_from, planned_in
-from ansible_collections.poweraware.k8s.plugins.module_utils._wait_progress import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.dry_run import (
+    FACT,
+    classify,
+    plan_from,
+    planned_in,
+)
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.wait_progress import (
     REPORT_EVERY,
     Steps,
     goal,

@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.poweraware.k8s.plugins.module_utils._network_policy import api_server_peers as _peers
-from ansible_collections.poweraware.k8s.plugins.module_utils._network_policy import control_plane_errors
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.network_policy import api_server_peers as _peers
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.network_policy import control_plane_errors
 
 
 def api_server_peers(endpoint_slices, service=None, mode="any", extra_sources=None):
-    """The API server as NetworkPolicy peers (see ``_network_policy.api_server_peers``)."""
+    """The API server as NetworkPolicy peers (see ``network_policy.api_server_peers``)."""
     if isinstance(endpoint_slices, (str, bytes, Mapping)) or not all(
         isinstance(e, Mapping) for e in endpoint_slices or []
     ):
@@ -23,7 +23,7 @@ def api_server_peers(endpoint_slices, service=None, mode="any", extra_sources=No
 
 
 def network_policy_control_plane_errors(mode, extra_sources=None):
-    """What is wrong with how NetworkPolicies name the control plane (see ``_network_policy.control_plane_errors``)."""
+    """What is wrong with how NetworkPolicies name the control plane (see ``network_policy.control_plane_errors``)."""
     return control_plane_errors(mode, extra_sources)
 
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.poweraware.k8s.plugins.module_utils._cert_lifetime import lifetime_errors
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.cert_lifetime import lifetime_errors
 
 
 def certificate_lifetime_errors(values):
-    """Problems with a CA's and its leaves' lifetimes (see ``_cert_lifetime.lifetime_errors``)."""
+    """Problems with a CA's and its leaves' lifetimes (see ``cert_lifetime.lifetime_errors``)."""
     if not isinstance(values, Mapping) or len(values) not in (3, 4):
         raise AnsibleFilterError(
             "certificate_lifetime_errors: the input must map the variable names of the CA lifetime, the leaf "

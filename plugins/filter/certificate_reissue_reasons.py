@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
-from ansible_collections.poweraware.k8s.plugins.module_utils._cert_check import reissue_reasons
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.cert_check import reissue_reasons
 
 _WANT_KEYS = {
     "is_ca",

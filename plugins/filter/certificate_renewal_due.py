@@ -8,7 +8,7 @@ import datetime
 from collections.abc import Callable
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.poweraware.k8s.plugins.module_utils._cert_lifetime import renewal_due
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.cert_lifetime import renewal_due
 
 try:
     from cryptography import x509

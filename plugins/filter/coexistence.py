@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.poweraware.k8s.plugins.module_utils._coexistence import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler.coexistence import (
     CoexistenceError,
     decide,
     extender_coexistence,

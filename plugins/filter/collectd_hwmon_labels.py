@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_zones import hwmon_label_rules
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.power_zones import hwmon_label_rules
 
 
 def _quoted(text: str) -> str:

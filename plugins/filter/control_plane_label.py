@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.poweraware.k8s.plugins.module_utils._control_plane import control_plane_label as _label
-from ansible_collections.poweraware.k8s.plugins.module_utils._k8s_version import server_release
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.control_plane import control_plane_label as _label
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.k8s_version import server_release
 
 
 def control_plane_label(cluster_info, given, variable):
-    """The label of control-plane nodes: ``given``, else by the API server's release (``_control_plane``)."""
+    """The label of control-plane nodes: ``given``, else by the API server's release (``control_plane``)."""
     if not isinstance(variable, str) or not variable:
         raise AnsibleFilterError("control_plane_label: variable must name the role's label variable")
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 from ansible.plugins.filter.core import from_yaml
-from ansible_collections.poweraware.k8s.plugins.module_utils._cpu_power_plan import plan_node, reserved_choice
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.cpu_power_plan import plan_node, reserved_choice
 
 
 def _kubelet_document(kubelet_config, path):

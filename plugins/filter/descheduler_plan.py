@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.poweraware.k8s.plugins.module_utils._descheduler import plan
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler.descheduler import plan
 
 
 def descheduler_plan(policy, kubernetes_version, image_tag="", namespaces=None, interval="5m", image_digest=""):
-    """The descheduler's policy, image tag and digest, and problems (see ``_descheduler.plan``)."""
+    """The descheduler's policy, image tag and digest, and problems (see ``descheduler.plan``)."""
     if policy is not None and not isinstance(policy, dict):
         raise AnsibleFilterError(
             "descheduler_plan: descheduler_policy must be a DeschedulerPolicy mapping or empty, "

@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.poweraware.k8s.plugins.module_utils._image import image_reference as _reference
-from ansible_collections.poweraware.k8s.plugins.module_utils._image import pull_secret_names
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.image import image_reference as _reference
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.image import pull_secret_names
 
 
 def image_reference(repository, tag, digest, variable):
-    """``repository:tag@digest`` for a pod (see ``_image.image_reference``)."""
+    """``repository:tag@digest`` for a pod (see ``image.image_reference``)."""
     if not isinstance(variable, str) or not variable:
         raise AnsibleFilterError(
             "image_reference: variable must name the role's image variable, such as collectd_image"
@@ -28,7 +28,7 @@ def image_reference(repository, tag, digest, variable):
 
 
 def image_pull_secrets(value, variable):
-    """The Secret names a pod's ``imagePullSecrets`` lists (see ``_image.pull_secret_names``)."""
+    """The Secret names a pod's ``imagePullSecrets`` lists (see ``image.pull_secret_names``)."""
     if not isinstance(variable, str) or not variable:
         raise AnsibleFilterError(
             "image_pull_secrets: variable must name the role's variable, such as collectd_image_pull_secrets"

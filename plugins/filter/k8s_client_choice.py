@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.poweraware.k8s.plugins.module_utils._k8s_client import client_choice
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.k8s_client import client_choice
 
 
 def k8s_client_choice(probes, packages=None):

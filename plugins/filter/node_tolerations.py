@@ -8,12 +8,12 @@ from collections.abc import Callable
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
-from ansible_collections.poweraware.k8s.plugins.module_utils._control_plane import CONTROL_PLANE_TAINT_KEYS
-from ansible_collections.poweraware.k8s.plugins.module_utils._control_plane import tolerations as _tolerations
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.control_plane import CONTROL_PLANE_TAINT_KEYS
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.control_plane import tolerations as _tolerations
 
 
 def node_tolerations(extra, on_control_plane, variable, taint_keys=CONTROL_PLANE_TAINT_KEYS, control_plane_first=False):
-    """A pod's tolerations: ``extra`` and, when asked, the control-plane taints (``_control_plane``)."""
+    """A pod's tolerations: ``extra`` and, when asked, the control-plane taints (``control_plane``)."""
     if not isinstance(variable, str) or not variable:
         raise AnsibleFilterError("node_tolerations: variable must name the role's tolerations variable")
     try:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
-from ansible_collections.poweraware.k8s.plugins.module_utils._peaks import plan
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler.peaks import plan
 
 
 def peaks_plan(
@@ -22,7 +22,7 @@ def peaks_plan(
     server_version=None,
     allow_skew=False,
 ):
-    """The Peaks scheduler's configuration from the published models (see ``_peaks.plan``)."""
+    """The Peaks scheduler's configuration from the published models (see ``peaks.plan``)."""
     if not isinstance(configmaps, list):
         raise AnsibleFilterError(
             f"peaks_plan: expected the resources list of a ConfigMap lookup (k8s_info), not {type(configmaps).__name__}"

@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.poweraware.k8s.plugins.module_utils._pod_security import pod_security_labels as _labels
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.pod_security import pod_security_labels as _labels
 
 
 def pod_security_labels(existing, namespace, level, component, reason, variable):
-    """Pod Security labels for ``namespace`` (see ``_pod_security.pod_security_labels``)."""
+    """Pod Security labels for ``namespace`` (see ``pod_security.pod_security_labels``)."""
     if existing in ("", None) or existing == {}:
         existing = None
     elif not isinstance(existing, Mapping):

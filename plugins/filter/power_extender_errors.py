@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.poweraware.k8s.plugins.module_utils._extender import config_errors
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.extender import config_errors
 
 
 def power_extender_errors(values):
-    """Problems with the power_extender role's variables (see ``_extender.config_errors``)."""
+    """Problems with the power_extender role's variables (see ``extender.config_errors``)."""
     if not isinstance(values, Mapping):
         raise AnsibleFilterError("power_extender_errors: the input must map the role's variable names to their values")
     return config_errors(dict(values))

@@ -6,7 +6,7 @@ power_model_peaks filters; documentation in the .yml file of each beside this fi
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_model import (
     DEFAULT_KIND,
     PowerModelError,
     fit_model,
@@ -15,7 +15,7 @@ from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import
     peaks_models_text,
     power_jump_promql,
 )
-from ansible_collections.poweraware.k8s.plugins.module_utils._quantity import QuantityError
+from ansible_collections.poweraware.k8s.plugins.module_utils.quantity import QuantityError
 
 
 def power_model(samples, kind=DEFAULT_KIND, node=None, knots=None, smoothing=None, robust=True):

@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import config_errors
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_model import config_errors
 
 
 def power_models_errors(values):
-    """Problems with the power_models role's variables (see ``_power_model.config_errors``)."""
+    """Problems with the power_models role's variables (see ``power_model.config_errors``)."""
     if not isinstance(values, Mapping):
         raise AnsibleFilterError("power_models_errors: the input must map the role's variable names to their values")
     return config_errors(dict(values))

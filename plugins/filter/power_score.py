@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_score import PowerScoreError, score_nodes
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_score import PowerScoreError, score_nodes
 
 
 def power_score(nodes, pod_cpu_request, neutral_score=50):

@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.poweraware.k8s.plugins.module_utils._prometheus import service_url
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.prometheus import service_url
 
 
 def prometheus_service_url(services, port_name="http"):
-    """The base URL of a Prometheus Service by its ClusterIP (see ``_prometheus.service_url``)."""
+    """The base URL of a Prometheus Service by its ClusterIP (see ``prometheus.service_url``)."""
     if isinstance(services, (str, bytes, Mapping)) or not all(isinstance(s, Mapping) for s in services or []):
         raise AnsibleFilterError("prometheus_service_url: the input must be a list of Service objects")
     if not isinstance(port_name, str) or not port_name:

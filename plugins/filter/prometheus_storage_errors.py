@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._prometheus import storage_errors
-from ansible_collections.poweraware.k8s.plugins.module_utils._quantity import QuantityError, parse_byte_quantity
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.prometheus import storage_errors
+from ansible_collections.poweraware.k8s.plugins.module_utils.quantity import QuantityError, parse_byte_quantity
 
 
 def _size(value):
@@ -18,7 +18,7 @@ def _size(value):
 
 
 def prometheus_storage_errors(storage, size, retention, retention_size=""):
-    """Every problem with the managed Prometheus' storage variables (see ``_prometheus.storage_errors``)."""
+    """Every problem with the managed Prometheus' storage variables (see ``prometheus.storage_errors``)."""
     # -e gives strings and YAML may give an integer size: both are read as the quantity they spell
     return storage_errors(storage, size, retention, retention_size, _size)
 

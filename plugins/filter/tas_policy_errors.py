@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.poweraware.k8s.plugins.module_utils._tas_policy import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler.tas_policy import (
     normalize_policy,
     validate_policies,
     validate_policy,

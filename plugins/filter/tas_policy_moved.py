@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.poweraware.k8s.plugins.module_utils._tas_policy import moved_policies, named_policies
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler.tas_policy import moved_policies, named_policies
 
 
 def tas_policy_moved(found, desired):
-    """The policies of ours that this run's policies left behind (see ``_tas_policy.moved_policies``)."""
+    """The policies of ours that this run's policies left behind (see ``tas_policy.moved_policies``)."""
     if not named_policies(found):
         raise AnsibleFilterError(
             "tas_policy_moved: the input must be the TASPolicy objects read from the cluster (k8s_info's resources)"

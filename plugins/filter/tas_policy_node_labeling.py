@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._tas_policy import node_labeling_strategies
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler.tas_policy import node_labeling_strategies
 
 
 def tas_policy_node_labeling(policy):

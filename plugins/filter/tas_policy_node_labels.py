@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.poweraware.k8s.plugins.module_utils._tas_policy import policy_node_labels
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler.tas_policy import policy_node_labels
 
 
 def tas_policy_node_labels(nodes, policies):
-    """The node labels TAS set for ``policies`` (see ``_tas_policy.policy_node_labels``)."""
+    """The node labels TAS set for ``policies`` (see ``tas_policy.policy_node_labels``)."""
     if not isinstance(nodes, list) or not isinstance(policies, list):
         raise AnsibleFilterError("tas_policy_node_labels: the input must be a list of Nodes and policies a list")
     return policy_node_labels(nodes, policies)

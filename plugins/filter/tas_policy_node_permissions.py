@@ -7,13 +7,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.poweraware.k8s.plugins.module_utils._tas_policy import named_policies, node_permissions
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler.tas_policy import (
+    named_policies,
+    node_permissions,
+)
 
 STATES = ("present", "absent")
 
 
 def tas_policy_node_permissions(policies, state="present"):
-    """TAS's node permission per policy: to grant, and to withdraw (see ``_tas_policy.node_permissions``)."""
+    """TAS's node permission per policy: to grant, and to withdraw (see ``tas_policy.node_permissions``)."""
     if not named_policies(policies):
         raise AnsibleFilterError(
             "tas_policy_node_permissions: the input must be the list of TASPolicy objects (each with metadata.name "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._tas_policy import normalize_policy
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler.tas_policy import normalize_policy
 
 
 def tas_policy_normalized(policy):

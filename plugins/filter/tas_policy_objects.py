@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.poweraware.k8s.plugins.module_utils._tas_policy import policy_objects
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler.tas_policy import policy_objects
 
 
 def tas_policy_objects(power, policies, default_namespace, variable="tas_policy_policies"):
-    """The TASPolicy objects of one run (see ``_tas_policy.policy_objects``)."""
+    """The TASPolicy objects of one run (see ``tas_policy.policy_objects``)."""
     if not isinstance(default_namespace, str) or not default_namespace:
         raise AnsibleFilterError("tas_policy_objects: default_namespace must be a non-empty string")
     objects, problems = policy_objects(power or None, policies, default_namespace, variable)

@@ -90,7 +90,7 @@ import os  # noqa: E402
 import pwd  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.poweraware.k8s.plugins.module_utils._cert_files import read_files  # noqa: E402
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.cert_files import read_files  # noqa: E402
 
 
 def _names(uid, gid):

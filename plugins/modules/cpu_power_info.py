@@ -252,12 +252,12 @@ kubelet_config:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_apply import (  # noqa: E402
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.power_apply import (  # noqa: E402
     PowerError,
     SysfsAccessor,
     gather_info,
 )
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_zones import hwmon_label_rules  # noqa: E402
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.power_zones import hwmon_label_rules  # noqa: E402
 
 
 def main():

@@ -439,7 +439,7 @@ state_file:
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_apply import (  # noqa: E402
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.power_apply import (  # noqa: E402
     ApplyError,
     PowerError,
     Request,

@@ -77,7 +77,7 @@ api_found:
 import copy  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.poweraware.k8s.plugins.module_utils._k8s_queries import normalize_queries  # noqa: E402
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.k8s_queries import normalize_queries  # noqa: E402
 
 try:
     from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC

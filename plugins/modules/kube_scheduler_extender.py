@@ -316,18 +316,18 @@ import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib  # noqa: E402
 from ansible.module_utils.common.text.converters import to_native  # noqa: E402
-from ansible_collections.poweraware.k8s.plugins.module_utils import _k8s_version as kv  # noqa: E402
-from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_config as sc  # noqa: E402
-from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_manifest as ms  # noqa: E402
-from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_version as sv  # noqa: E402
-from ansible_collections.poweraware.k8s.plugins.module_utils._node_files import (  # noqa: E402
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster import k8s_version as kv  # noqa: E402
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_files.files import (  # noqa: E402
     LOCK_WAIT_S,
     NodeFileError,
     NodeFiles,
     inside,
     lock_directory,
 )
-from ansible_collections.poweraware.k8s.plugins.module_utils._yaml_edit import HAS_YAML, yaml  # noqa: E402
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import sched_config as sc  # noqa: E402
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import sched_manifest as ms  # noqa: E402
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import sched_version as sv  # noqa: E402
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler.yaml_edit import HAS_YAML, yaml  # noqa: E402
 
 
 def _fail(module, msg, **kwargs):

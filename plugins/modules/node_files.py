@@ -153,7 +153,7 @@ import grp  # noqa: E402
 import pwd  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible_collections.poweraware.k8s.plugins.module_utils._node_file_set import (  # noqa: E402
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_files.file_set import (  # noqa: E402
     Ops,
     apply_file_set,
     check_file_set,

@@ -135,7 +135,7 @@ from urllib.parse import urlencode  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible.module_utils.urls import open_url  # noqa: E402
-from ansible_collections.poweraware.k8s.plugins.module_utils._prometheus import (  # noqa: E402
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.prometheus import (  # noqa: E402
     PrometheusError,
     join_samples,
     parse_duration,

@@ -17,8 +17,8 @@ import re
 import sys
 
 import yaml
-from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_config as sc
-from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_manifest as ms
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import sched_config as sc
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import sched_manifest as ms
 
 UNIT = pathlib.Path(__file__).resolve().parents[1] / "unit" / "scheduler_extender"
 if str(UNIT) not in sys.path:

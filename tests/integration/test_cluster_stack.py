@@ -17,7 +17,7 @@ import json
 import stat
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils._descheduler import DIGESTS as DESCHEDULER_DIGESTS
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler.descheduler import DIGESTS as DESCHEDULER_DIGESTS
 from ansible_run import REPO_ROOT, run_playbook
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec

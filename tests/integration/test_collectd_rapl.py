@@ -36,6 +36,7 @@ import pytest
 import yaml
 from ansible.plugins.filter.core import to_bool
 from ansible_collections.poweraware.k8s.plugins.filter.collectd_hwmon_labels import collectd_hwmon_labels
+from ansible_collections.poweraware.k8s.plugins.filter.module_utils_closure import module_utils_closure
 from poweraware_testing import stop_process
 
 from lab import fake_kernel, fake_sysfs
@@ -44,7 +45,6 @@ from lab.nodes import unmount
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 PLUGIN = REPO_ROOT / "roles" / "collectd" / "files" / "rapl_power.py"
 READER = REPO_ROOT / "roles" / "collectd" / "files" / "energy_reader.py"
-POWER_ZONES = REPO_ROOT / "plugins" / "module_utils" / "_power_zones.py"
 CONF_TEMPLATE = REPO_ROOT / "roles" / "collectd" / "templates" / "collectd.conf.j2"
 ROLE_DEFAULTS = REPO_ROOT / "roles" / "collectd" / "defaults" / "main.yml"
 COLLECTD = shutil.which("collectd") or "/usr/sbin/collectd"
@@ -260,7 +260,11 @@ def running_collectd(work: pathlib.Path, powercap: pathlib.Path, hwmon=None, hwm
     plugin_dir = work / "plugins"
     plugin_dir.mkdir()
     shutil.copy(PLUGIN, plugin_dir / "rapl_power.py")
-    shutil.copy(POWER_ZONES, plugin_dir / "_power_zones.py")  # beside the plugin, as the role's ConfigMap has it
+    # the collection code it imports, as the package tree the role's ConfigMap mounts under the plugin directory
+    for entry in module_utils_closure(PLUGIN.read_text(), "rapl_power.py", str(plugin_dir)):
+        path = pathlib.Path(entry["path"])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(entry["content"])
     shutil.copy(READER, plugin_dir / "energy_reader.py")
     base = work / "base"
     base.mkdir()

@@ -20,7 +20,7 @@ import sys
 
 import pytest
 import yaml
-from ansible_collections.poweraware.k8s.plugins.module_utils._k8s_client import client_choice
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.k8s_client import client_choice
 
 pytestmark = [pytest.mark.slow, pytest.mark.standalone, pytest.mark.timeout(900)]
 

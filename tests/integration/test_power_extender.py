@@ -29,7 +29,7 @@ import uuid
 
 import pytest
 import yaml
-from ansible_collections.poweraware.k8s.plugins.module_utils._placement_score import rank_nodes
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.placement_score import rank_nodes
 from ansible_run import FAST_SCHEDULER_EXTENDER, REPO_ROOT, run_playbook
 
 from lab import specpower as _specpower

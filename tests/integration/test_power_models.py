@@ -156,7 +156,7 @@ def annotations(core, name):
 
 
 def test_power_models_publish_and_rerun(lab, telemetry, tmp_path):
-    from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import predict_power
+    from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_model import predict_power
 
     core = client.CoreV1Api(lab.api_client())
     modelled, sparse = telemetry["modelled"], telemetry["sparse"]
@@ -251,8 +251,8 @@ def test_power_models_publish_and_rerun(lab, telemetry, tmp_path):
 
 def assert_rules_evaluate(core, promtool, rules_file, nodes, tmp_path):
     """``promtool test rules``: feed utilisation series, expect the jump predicted by each node's model."""
-    from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import predict_power
-    from ansible_collections.poweraware.k8s.plugins.module_utils._quantity import parse_cpu_quantity
+    from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_model import predict_power
+    from ansible_collections.poweraware.k8s.plugins.module_utils.quantity import parse_cpu_quantity
 
     series, expected = [], []
     for node in nodes:

@@ -12,7 +12,7 @@ cached like the lab's binaries by ``lab.assets.scheduler_release``, built on fir
 | v1.24.17 | v1beta3, v1beta2 | v1beta3 (1.23, 1.24) and v1beta2 files |
 | v1.36.3 (the lab's) | v1 | v1 files (1.25+) |
 
-Which versions a release serves is the module's table (``_sched_version.served_versions``), itself
+Which versions a release serves is the module's table (``sched_version.served_versions``), itself
 checked here against each real scheduler (every version it does not serve must be refused).
 
 For every case - each unit golden case, the v1 test's cases, and ours-alone cases at 1.21, 1.22 and 1.24
@@ -53,9 +53,9 @@ import time
 
 import pytest
 import yaml
-from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_config as sc
-from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_manifest as ms
-from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_version as sv
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import sched_config as sc
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import sched_manifest as ms
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import sched_version as sv
 from extender_server import make_ca
 from poweraware_testing import stop_process
 from scheduler_config_cases import (
@@ -388,7 +388,7 @@ def test_release_reports_its_version(binaries, release):
 
 @pytest.mark.parametrize("release", RELEASES, ids=IDS)
 def test_release_serves_the_versions_the_module_table_says(binaries, workdir, release, tmp_path):
-    """_sched_version's table, which routes the cases below, against the real scheduler: it loads a
+    """sched_version's table, which routes the cases below, against the real scheduler: it loads a
     minimal configuration in every version the table says it serves and refuses every other one."""
     loads = {}
     for version in CONFIG_VERSIONS:

@@ -1140,7 +1140,7 @@ def test_power_models_are_fitted_from_the_stacks_own_prometheus(site, api, lab):
     assert fit.rc == 0 and fit.failed == 0, fit.stdout[-6000:]
     assert "power models skipped" not in fit.stdout, fit.stdout[-3000:]
 
-    from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import predict_power
+    from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_model import predict_power
 
     servers = {s.id: s for s in _specpower.load_servers(node_power.servers_csv())}
     rows, errors = [], {}

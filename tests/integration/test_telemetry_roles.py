@@ -94,8 +94,9 @@ def test_collectd_on_every_node(lab, converged):
     cm = _core(lab).read_namespaced_config_map("collectd", NS)
     plugin = (REPO_ROOT / "roles" / "collectd" / "files" / "rapl_power.py").read_text()
     assert cm.data["rapl_power.py"] == plugin  # the very file the role ships
-    zones = (REPO_ROOT / "plugins" / "module_utils" / "_power_zones.py").read_text()
-    assert cm.data["_power_zones.py"] == zones  # the plugin's zone discovery: the collection's own module_utils
+    zones = (REPO_ROOT / "plugins" / "module_utils" / "node_power" / "power_zones.py").read_text()
+    # the plugin's zone discovery: the collection's own module_utils, under its package path
+    assert cm.data["ansible_collections.poweraware.k8s.plugins.module_utils.node_power.power_zones.py"] == zones
     assert 'Import "rapl_power"' in cm.data["collectd.conf"]
     svc = _core(lab).read_namespaced_service("collectd", NS)
     assert svc.spec.cluster_ip not in (None, "None") and svc.spec.ports[0].port == 9103

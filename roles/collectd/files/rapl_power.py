@@ -17,9 +17,9 @@ write_prometheus exports as ``collectd_package_<N>_power_power`` and
 Where RAPL powercap has no package zone (many AMD and ARM servers) the package power comes from
 hwmon instead, under the same zone names (``package-N``): the ``amd_energy`` socket counters
 (``Esocket<N>``), or a platform driver's ``energy1_input`` / ``power1_input`` labelled as the CPU
-or SoC. Zone discovery and naming are the collection's ``plugins/module_utils/_power_zones.py``,
-the same code ``cpu_power_info`` uses, imported as ``_power_zones`` from the plugin directory
-(the collectd role ships both files).
+or SoC. Zone discovery and naming are the collection's ``plugins/module_utils/node_power/power_zones.py``,
+the same code ``cpu_power_info`` uses, imported by its real name from the package tree the collectd
+role ships under the plugin directory.
 
 It fixes the known defects of the upstream power demo's plugin:
 
@@ -45,7 +45,7 @@ that collectd embeds, from 3.6 (an older image's) to Debian 12's 3.11: no
 collectd configuration::
 
     <Plugin python>
-      ModulePath "/path/to/dir/with/this/file/and/_power_zones.py"
+      ModulePath "/dir/with/this/file"  # and ansible_collections/.../node_power/power_zones.py under it
       Import "rapl_power"
       <Module rapl_power>
         SysfsRoot "/sys/class/powercap"   # optional, for tests
@@ -53,7 +53,7 @@ collectd configuration::
         EnergySocket "/run/poweraware-energy/energy.sock"  # optional: energy_uj through energy_reader.py
         SeedSeriesNames true              # optional (default false): the power demo's series too
         HwmonLabel "package" "CPU Power Socket (?P<package>\\d+)"  # optional, repeatable: label rules
-                                          # tried before _power_zones.DEFAULT_HWMON_LABELS
+                                          # tried before power_zones.DEFAULT_HWMON_LABELS
       </Module>
     </Plugin>
 """
@@ -62,10 +62,10 @@ import errno
 import os
 import time
 
-# Zone discovery and naming are the collection's plugins/module_utils/_power_zones.py, the same
-# code cpu_power_info uses: the collectd role ships that file beside this one (same ConfigMap,
-# same plugin directory, which collectd's python plugin puts on sys.path through ModulePath).
-from _power_zones import (
+# Zone discovery and naming are the collection's plugins/module_utils/node_power/power_zones.py, the same
+# code cpu_power_info uses: the collectd role ships it in the same ConfigMap, as the package tree under
+# the plugin directory, which collectd's python plugin puts on sys.path through ModulePath.
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.power_zones import (
     FileSystem,
     discover_hwmon,
     discover_rapl_zones,
@@ -138,7 +138,7 @@ def discover_package_zones(root, read_text=_read_text, hwmon_root=None, rules=No
     """Package zones under ``root`` (RAPL powercap), by zone name, sorted by (package, die).
 
     Without RAPL package zones, the hwmon sensors under ``hwmon_root`` classified by ``rules``
-    (``_power_zones``); the sensors left out are appended to ``ignored`` when it is a list.
+    (``power_zones``); the sensors left out are appended to ``ignored`` when it is a list.
     """
     fs = FileSystem(read_text)
     zones, _skipped = discover_rapl_zones(fs, root)

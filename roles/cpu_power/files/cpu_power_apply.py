@@ -14,60 +14,16 @@ apply. Exit status 1 if any assignment failed (each failure is printed).
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.util
 import json
 import os
 import sys
 
-# The collection's module utilities this runner needs, installed by the role next to it as one
-# JSON file (file name -> source): one file to compare and copy per node instead of one per module,
-# which is most of what re-running the role on a large fleet costs.
-LIBRARY_FILE = "cpu_power_lib.json"
-PACKAGE = "ansible_collections.poweraware.k8s.plugins.module_utils"
+# The collection's node power code, installed by the role beside this file as the package tree
+# ansible_collections/poweraware/k8s/plugins/module_utils/... (the files this runner's imports reach):
+# first on sys.path, so the role's copy is what runs even where the node's Python has the collection too.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-
-class Library(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Imports ``PACKAGE.<name>`` from the sources of the library file (and its parent packages)."""
-
-    def __init__(self, path: str, sources: dict):
-        self.path = path
-        self.sources = sources
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname == PACKAGE or PACKAGE.startswith(fullname + "."):
-            return importlib.util.spec_from_loader(fullname, self, is_package=True)
-        prefix, _dot, name = fullname.rpartition(".")
-        if prefix == PACKAGE and name + ".py" in self.sources:
-            return importlib.util.spec_from_loader(fullname, self, origin=f"{self.path}:{name}.py")
-        return None
-
-    def create_module(self, spec):
-        return None  # the default module object
-
-    def exec_module(self, module):
-        prefix, _dot, name = module.__name__.rpartition(".")
-        if prefix == PACKAGE:
-            code = compile(self.sources[name + ".py"], module.__spec__.origin, "exec", dont_inherit=True)
-            exec(code, module.__dict__)  # noqa: S102 - the collection's own code, installed by the role
-
-
-def install_library(directory: str) -> None:
-    path = os.path.join(directory, LIBRARY_FILE)
-    try:
-        with open(path) as handle:
-            sources = json.load(handle)
-    except (OSError, ValueError) as exc:
-        sys.stderr.write(
-            f"cannot read the runner's library {path} ({exc}): re-run the cpu_power role to reinstall it\n"
-        )
-        sys.exit(2)
-    sys.meta_path.insert(0, Library(path, sources))
-
-
-install_library(os.path.dirname(os.path.abspath(__file__)))
-
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_apply import (  # noqa: E402
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.power_apply import (  # noqa: E402
     PowerError,
     Request,
     SysfsAccessor,

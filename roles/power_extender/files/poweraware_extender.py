@@ -14,7 +14,7 @@ it imports in one host directory (docs/power-extender.md).
   (requests) from list + watch on the API server with its own client certificate (``--api-*``);
   no API call per request. A watch that breaks is re-listed; while it has been down for longer
   than ``--stale-after`` seconds every node is scored neutrally and the log says why.
-- Decisions are ``_extender`` over ``_placement_score.rank_nodes`` (module_utils).
+- Decisions are ``extender`` over ``placement_score.rank_nodes`` (module_utils).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 # The collection's module_utils sit next to this file (ansible_collections/poweraware/k8s/...).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._extender import (  # noqa: E402
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.extender import (  # noqa: E402
     DEFAULT_POD_CPU_M,
     ClusterState,
     ExtenderError,

@@ -1,5 +1,5 @@
 # ruff: noqa: E501 - exact, long messages
-"""Coexistence with an installation the collection did not make (plugins/module_utils/_coexistence.py).
+"""Coexistence with an installation the collection did not make (plugins/module_utils/scheduler/coexistence.py).
 
 Every component x {nothing there, ours there, theirs there} x {fail, adopt}, with the exact messages
 a user sees; the objects "theirs" are shaped as BMRA creates them (intel/container-experience-kits:
@@ -15,7 +15,7 @@ import json
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.poweraware.k8s.plugins.filter.coexistence import FilterModule
-from ansible_collections.poweraware.k8s.plugins.module_utils import _coexistence as c
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import coexistence as c
 from poweraware_testing import tas_extenders_block
 
 OURS = {"app.kubernetes.io/managed-by": "poweraware.k8s"}

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils import _coexistence as c
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import coexistence as c
 
 HELM = "app.kubernetes.io/managed-by"
 CONFIG = "/etc/kubernetes/kubescheduler-config.yaml"

@@ -1,13 +1,13 @@
 """What an uninstall deletes: a role's objects that are the collection's, in the role's order, and its
 namespace only when nothing of anyone else is left there (filters removal_plan and
-namespace_removal_plan over module_utils/_coexistence.py)."""
+namespace_removal_plan over module_utils/scheduler/coexistence.py)."""
 
 from __future__ import annotations
 
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.poweraware.k8s.plugins.filter.coexistence import namespace_removal_plan, removal_plan
-from ansible_collections.poweraware.k8s.plugins.module_utils import _coexistence
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import coexistence
 
 DAEMONSET = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "collectd", "namespace": "monitoring"}}
 ROLE = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "poweraware:ksm"}}
@@ -81,7 +81,7 @@ def test_what_is_not_there_or_listed_twice_is_removed_once_or_not_at_all():
     # a manager that merely starts like ours is not ours
     other = removal_plan([ROLE], {"object_0": [found(ROLE, managers=["powerawarectl"])]})
     assert other["remove"] == [ROLE]  # the prefix is the rule: every manager of ours starts with poweraware
-    assert _coexistence.applied_by_us(found(ROLE, managers=["kubectl"])) is False
+    assert coexistence.applied_by_us(found(ROLE, managers=["kubectl"])) is False
 
 
 def test_every_malformed_object_is_named_at_once():
@@ -113,7 +113,7 @@ def test_a_namespace_we_applied_with_only_what_kubernetes_puts_everywhere_goes()
         "monitoring", {"namespace": [ours], **contents(ConfigMap=["kube-root-ca.crt"], ServiceAccount=["default"])}
     )
     assert plan["remove"] is True and plan["reason"] == ""
-    assert set(plan["queries"]) == {"namespace", *(kind for _v, kind in _coexistence.NAMESPACE_CONTENTS)}
+    assert set(plan["queries"]) == {"namespace", *(kind for _v, kind in coexistence.NAMESPACE_CONTENTS)}
     assert plan["queries"]["Pod"] == {"api_version": "v1", "kind": "Pod", "namespace": "monitoring"}
 
 
@@ -135,7 +135,7 @@ def test_a_namespace_the_collection_did_not_apply_or_that_is_gone_stays_as_it_is
     theirs = namespace_removal_plan("monitoring", {"namespace": [found(NS)]})
     assert theirs["remove"] is False and "the collection did not apply it" in theirs["reason"]
     assert namespace_removal_plan("monitoring", {"namespace": []})["remove"] is False
-    assert namespace_removal_plan("monitoring") == {"queries": _coexistence.namespace_queries("monitoring")}
+    assert namespace_removal_plan("monitoring") == {"queries": coexistence.namespace_queries("monitoring")}
     with pytest.raises(AnsibleFilterError, match="expected the resources k8s_info_many returned"):
         namespace_removal_plan("monitoring", [])
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils import _descheduler as ds
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import descheduler as ds
 
 AFFINITY = {"nodeAffinityType": ["requiredDuringSchedulingIgnoredDuringExecution"]}
 

@@ -9,7 +9,7 @@ import re
 
 import pytest
 import yaml
-from ansible_collections.poweraware.k8s.plugins.module_utils import _descheduler as ds
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import descheduler as ds
 
 TAS_README = {
     "apiVersion": "descheduler/v1alpha2",

@@ -1,11 +1,11 @@
 # ruff: noqa: E501 - exact API messages
-"""The dry run's plan (plugins/module_utils/_dry_run.py): which objects are predicted, which stay errors."""
+"""The dry run's plan (plugins/module_utils/cluster/dry_run.py): which objects are predicted, which stay errors."""
 
 from __future__ import annotations
 
 import json
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._dry_run import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.dry_run import (
     classify,
     kind_key,
     plan_from,

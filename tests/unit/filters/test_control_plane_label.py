@@ -13,8 +13,8 @@ from ansible.errors import AnsibleFilterError
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 from ansible_collections.poweraware.k8s.plugins.filter.control_plane_label import control_plane_label
-from ansible_collections.poweraware.k8s.plugins.module_utils._control_plane import CONTROL_PLANE_LABELS
-from ansible_collections.poweraware.k8s.plugins.module_utils._k8s_version import server_release
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.control_plane import CONTROL_PLANE_LABELS
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.k8s_version import server_release
 
 ROLES = pathlib.Path(__file__).resolve().parents[3] / "roles"
 CONTROL_PLANE, MASTER = "node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"

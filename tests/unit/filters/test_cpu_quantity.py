@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils._quantity import QuantityError, parse_cpu_quantity
+from ansible_collections.poweraware.k8s.plugins.module_utils.quantity import QuantityError, parse_cpu_quantity
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -12,8 +12,8 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.poweraware.k8s.plugins.filter.power_model import FilterModule as ModelFilters
 from ansible_collections.poweraware.k8s.plugins.filter.power_score import FilterModule as ScoreFilters
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import fit_model
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_score import score_nodes
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_model import fit_model
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_score import score_nodes
 
 COLLECTIONS_DIR = pathlib.Path(__file__).resolve().parents[3] / ".cache" / "collections"
 

@@ -37,10 +37,10 @@ import ansible_collections.poweraware.k8s.plugins.filter.tas_policy_normalized a
 import ansible_collections.poweraware.k8s.plugins.filter.tas_policy_objects as f_tas_objects
 import pytest
 from ansible.errors import AnsibleFilterError
-from ansible_collections.poweraware.k8s.plugins.module_utils._coexistence import CoexistenceError
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import DEFAULT_KIND, PowerModelError
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_score import PowerScoreError
-from ansible_collections.poweraware.k8s.plugins.module_utils._quantity import QuantityError
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_model import DEFAULT_KIND, PowerModelError
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_score import PowerScoreError
+from ansible_collections.poweraware.k8s.plugins.module_utils.quantity import QuantityError
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler.coexistence import CoexistenceError
 from poweraware_testing import self_signed_pem
 
 

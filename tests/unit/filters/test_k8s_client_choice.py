@@ -1,6 +1,6 @@
 # Copyright: poweraware.k8s contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The Kubernetes client a control-plane host gets, by its Python (module_utils/_k8s_client.py).
+"""The Kubernetes client a control-plane host gets, by its Python (module_utils/cluster/k8s_client.py).
 
 The table's rows are the wheels' Requires-Python on PyPI (kubernetes 36.0.0+ ">=3.10", 35.0.0
 ">=3.6"; cryptography 48.0.0+ "!=3.9.0,!=3.9.1,>=3.9", 46.0.0-47.0.0 "!=3.9.0,!=3.9.1,>=3.8",
@@ -17,7 +17,7 @@ import pathlib
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.poweraware.k8s.plugins.filter.k8s_client_choice import k8s_client_choice
-from ansible_collections.poweraware.k8s.plugins.module_utils import _k8s_client
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster import k8s_client
 
 # PyPI's Requires-Python of the releases the table pins, as (minimum, excluded versions).
 REQUIRES_PYTHON = {
@@ -43,7 +43,7 @@ def _installs_on(pin, python):
 
 @pytest.mark.parametrize("python", PYTHONS, ids=lambda v: ".".join(map(str, v)))
 def test_every_supported_python_gets_pins_that_install_on_it_and_that_the_collections_accept(python):
-    pins = _k8s_client.requirements_for(python)
+    pins = k8s_client.requirements_for(python)
     assert [p.split("==", maxsplit=1)[0] for p in pins] == ["kubernetes", "cryptography"]
     for pin in pins:
         assert _installs_on(pin, python), (python, pin)
@@ -54,7 +54,7 @@ def test_every_supported_python_gets_pins_that_install_on_it_and_that_the_collec
 @pytest.mark.parametrize("python", PYTHONS, ids=lambda v: ".".join(map(str, v)))
 def test_each_pin_is_the_newest_of_the_table_that_installs(python):
     # No newer row's pin installs on this Python: the choice is the newest possible.
-    pins = _k8s_client.requirements_for(python)
+    pins = k8s_client.requirements_for(python)
     for name in ("kubernetes", "cryptography"):
         chosen = next(p for p in pins if p.startswith(name + "=="))
         newer = [p for p in REQUIRES_PYTHON if p.startswith(name + "==") and _release(p) > _release(chosen)]
@@ -63,7 +63,7 @@ def test_each_pin_is_the_newest_of_the_table_that_installs(python):
 
 def test_the_newest_row_is_the_controllers_requirements():
     requirements = (pathlib.Path(__file__).resolve().parents[3] / "requirements.txt").read_text()
-    pins = _k8s_client.requirements_for((3, 12, 0))
+    pins = k8s_client.requirements_for((3, 12, 0))
     assert pins[0] in requirements.split()
     assert pins == ["kubernetes==37.0.2", "cryptography==50.0.2"]
 
@@ -71,7 +71,7 @@ def test_the_newest_row_is_the_controllers_requirements():
 @pytest.mark.parametrize("python", [(3, 7, 16), (3, 6, 8), (2, 7, 18)])
 def test_a_python_older_than_3_8_is_refused_with_the_fix(python):
     with pytest.raises(ValueError, match=r"older than 3\.8"):
-        _k8s_client.requirements_for(python)
+        k8s_client.requirements_for(python)
     choice = k8s_client_choice(_probes((python, {})))
     assert choice["found"] == "" and choice["wanted"] == []
     assert "ansible_python_interpreter" in choice["error"] and "older than 3.8" in choice["error"]

@@ -6,7 +6,7 @@ import math
 import random
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_model import (
     DEFAULT_KIND,
     KINDS,
     PowerModelError,

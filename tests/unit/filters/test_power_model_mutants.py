@@ -16,7 +16,7 @@ import random
 from fractions import Fraction
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils import _power_model as pm
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement import power_model as pm
 
 
 class TaggedFloat(float):

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils import _power_score as ps
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement import power_score as ps
 
 OK = {"name": "a", "util": 10.0, "cpu_capacity": 4000}
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils import _power_score as ps
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement import power_score as ps
 
 
 def line(idle_w, max_w):

@@ -7,8 +7,8 @@ import math
 import random
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import fit_model
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_score import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_model import fit_model
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_score import (
     PowerScoreError,
     score_nodes,
     score_nodes_upstream_peaks,

@@ -8,7 +8,7 @@ and the coexistence tests)."""
 from __future__ import annotations
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils._k8s_queries import normalize_queries
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.k8s_queries import normalize_queries
 from ansible_collections.poweraware.k8s.plugins.modules import k8s_info_many
 
 

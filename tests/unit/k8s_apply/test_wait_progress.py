@@ -1,4 +1,4 @@
-"""Waits that report (plugins/module_utils/_wait_progress.py and poweraware.k8s.k8s_apply's steps).
+"""Waits that report (plugins/module_utils/cluster/wait_progress.py and poweraware.k8s.k8s_apply's steps).
 
 The action is driven with kubernetes.core's module answers as runner.run_module gives them with
 continue_on_error (one definition: the result flat; several: result.results; a wait that ran out:
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.poweraware.k8s.plugins.action import k8s_apply
-from ansible_collections.poweraware.k8s.plugins.module_utils._wait_progress import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.wait_progress import (
     Steps,
     describe_status,
     goal,

@@ -16,7 +16,7 @@ import tempfile
 
 import pytest
 import yaml
-from ansible_collections.poweraware.k8s.plugins.module_utils._descheduler import release_for
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler.descheduler import release_for
 from poweraware_testing import role_defaults
 
 from lab import assets, images

@@ -13,7 +13,7 @@ import stat
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
-from ansible_collections.poweraware.k8s.plugins.module_utils import _node_file_set as fs
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_files import file_set as fs
 from ansible_collections.poweraware.k8s.plugins.modules import node_files
 from poweraware_testing import as_target_process
 

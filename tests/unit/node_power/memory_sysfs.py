@@ -1,6 +1,6 @@
 """An in-memory sysfs accessor for the pure node power helpers (no files, no kernel model).
 
-It has the methods of ``_sysfs.SysfsAccessor`` the discovery, planning and apply code uses:
+It has the methods of ``sysfs.SysfsAccessor`` the discovery, planning and apply code uses:
 ``files`` maps a root-relative path to its text (an exception instance is raised on read instead),
 ``links`` maps a path to the root-relative path ``resolve`` returns (``cpuN/cpufreq`` ->
 ``cpufreq/policyX``). Directories exist implicitly: a path is a directory when some file or link

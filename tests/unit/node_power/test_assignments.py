@@ -9,7 +9,7 @@ import json
 import sys
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils import _power_apply as pa
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power import power_apply as pa
 from ansible_collections.poweraware.k8s.plugins.modules import cpu_power_profile
 from poweraware_testing import tree_digest
 from test_modules import run

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils import _power_apply as cf
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power import power_apply as cf
 
 # (id, scenario, shape, prepare, request kwargs, exact message)
 CATALOGUE = [
@@ -259,7 +259,7 @@ def test_a_journal_path_out_of_the_sysfs_root_is_refused_before_a_restore_writes
     """state=absent writes each recorded original back as root: an entry whose path leaves the
     sysfs root (through "..", or absolute) is refused on load, and the file there is not touched
     (the old journal check read only the policies part: the restore wrote 'restored' into it)."""
-    from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import SysfsAccessor
+    from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.sysfs import SysfsAccessor
 
     node = make_node("intel_pstate_active")
     outside = node.base / "outside.conf"

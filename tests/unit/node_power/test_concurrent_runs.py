@@ -15,9 +15,9 @@ import subprocess
 import sys
 
 import pytest
-import yaml
-from ansible_collections.poweraware.k8s.plugins.module_utils import _power_apply as pa
-from ansible_collections.poweraware.k8s.plugins.module_utils import _power_journal as journal
+from ansible_collections.poweraware.k8s.plugins.filter.module_utils_closure import module_utils_closure
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power import power_apply as pa
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power import power_journal as journal
 from poweraware_testing import load_module, race, tree_digest
 
 TRIALS = 100
@@ -39,7 +39,7 @@ def _apply(node_sys, state_file, cpus, max_mhz, cstates=None):
 
 
 def _boot_unit(runner_dir, config):
-    """The boot unit's runs, as systemd starts it: its library comes from cpu_power_lib.json."""
+    """The boot unit's runs, as systemd starts it: its library is the package tree beside it."""
 
     def runs():
         for name in [n for n in sys.modules if n == LIBRARY_PACKAGE or n.startswith(LIBRARY_PACKAGE + ".")]:
@@ -103,15 +103,16 @@ def test_two_concurrent_applies_lose_no_original(make_node):
 
 @pytest.fixture
 def boot_runner(tmp_path):
-    """The boot unit's runner installed as the role installs it: the script and its library file."""
-    tasks = yaml.safe_load((REPO_ROOT / "roles/cpu_power/tasks/present.yml").read_text())
-    (task,) = [t for t in tasks if t.get("name", "").startswith("Install the boot unit, its runner")]
-    names = task["vars"]["_cpu_power_library_modules"]
+    """The boot unit's runner installed as the role installs it: the script and the module_utils files
+    its imports reach (the module_utils_closure filter's list), in their package tree beside it."""
+    runner = (REPO_ROOT / "roles/cpu_power/files/cpu_power_apply.py").read_text()
     directory = tmp_path / "usr/local/lib/poweraware"
     directory.mkdir(parents=True)
-    sources = {name: (REPO_ROOT / "plugins/module_utils" / name).read_text() for name in names}
-    (directory / "cpu_power_lib.json").write_text(json.dumps(sources, sort_keys=True))
-    (directory / "cpu_power_apply.py").write_text((REPO_ROOT / "roles/cpu_power/files/cpu_power_apply.py").read_text())
+    for entry in module_utils_closure(runner, "cpu_power_apply.py", str(directory)):
+        path = pathlib.Path(entry["path"])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(entry["content"])
+    (directory / "cpu_power_apply.py").write_text(runner)
     return directory
 
 
@@ -255,8 +256,9 @@ def test_at_boot_a_pool_whose_cpus_are_all_offline_fails_alone(make_node, boot_r
             }
         )
     )
-    # as systemd runs it: its own process, its library from cpu_power_lib.json (in this process the
-    # runner's import hook would replace the collection's module_utils for the tests that follow)
+    # as systemd runs it: its own process, its library the tree beside it (in this process the runner's
+    # sys.path entry would replace the collection's module_utils for the tests that follow); the venv's
+    # Python has no poweraware.k8s, so a module the tree lacked would fail the import
     run = subprocess.run(
         [sys.executable, str(boot_runner / "cpu_power_apply.py"), str(config)],
         capture_output=True,

@@ -11,8 +11,8 @@ import json
 import sys
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils import _power_apply as cf
-from ansible_collections.poweraware.k8s.plugins.module_utils import _powercap as pc
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power import power_apply as cf
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power import powercap as pc
 
 # flavour -> fake_sysfs scenario
 FLAVOURS = {

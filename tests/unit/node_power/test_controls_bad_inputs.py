@@ -8,7 +8,7 @@ Every problem of a request is reported at once ("; "-separated), before the firs
 from __future__ import annotations
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils import _power_apply as cf
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power import power_apply as cf
 
 # (id, scenario, Request kwargs, control kwargs, exact message)
 CATALOGUE = [

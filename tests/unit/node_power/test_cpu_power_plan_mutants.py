@@ -9,7 +9,7 @@ C-state checks at their limits, and the plan of CPUs with and without EPP.
 from __future__ import annotations
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils import _cpu_power_plan as cp
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power import cpu_power_plan as cp
 
 # Two limit groups (a hybrid part), CPU 5 offline, EPP and two governors.
 INFO = {

@@ -9,8 +9,8 @@ an interleaved hybrid part, the RAPL zones and the facts' exact messages.
 from __future__ import annotations
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils import _cpu_topology as ct
-from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import PowerError
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power import cpu_topology as ct
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.sysfs import PowerError
 from memory_sysfs import CPU, MemorySysfs, machine
 
 POWERCAP = "class/powercap"

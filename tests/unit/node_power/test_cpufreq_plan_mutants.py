@@ -10,9 +10,9 @@ the restore plan of recorded originals.
 from __future__ import annotations
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils import _cpufreq_plan as fp
-from ansible_collections.poweraware.k8s.plugins.module_utils._cpu_topology import Topology
-from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import ValidationError
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power import cpufreq_plan as fp
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.cpu_topology import Topology
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.sysfs import ValidationError
 from memory_sysfs import machine
 
 MIN, MAX, GOV, EPP = "scaling_min_freq", "scaling_max_freq", "scaling_governor", "energy_performance_preference"
@@ -116,7 +116,7 @@ def test_resolve_cpus():
     )
 
 
-# --- _values_equal -------------------------------------------------------------------------------------
+# --- values_equal -------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -140,13 +140,13 @@ def test_resolve_cpus():
     ],
 )
 def test_values_equal(attr, current, desired, equal):
-    assert fp._values_equal(attr, current, desired, 100000) is equal
+    assert fp.values_equal(attr, current, desired, 100000) is equal
 
 
 def test_values_equal_epp_uses_no_table_of_the_drivers():
     # 191 is amd-pstate's default balance_power, 192 intel_pstate's; a CPU model may use others
-    assert fp._values_equal(EPP, "191", "balance_power", 0) is False
-    assert fp._values_equal(EPP, "192", "balance_power", 0) is False
+    assert fp.values_equal(EPP, "191", "balance_power", 0) is False
+    assert fp.values_equal(EPP, "192", "balance_power", 0) is False
 
 
 # --- order_writes --------------------------------------------------------------------------------------

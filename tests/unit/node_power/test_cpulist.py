@@ -1,4 +1,4 @@
-"""CPU lists (plugins/module_utils/_cpulist.py): exact messages, bounds and the canonical form.
+"""CPU lists (plugins/module_utils/node_power/cpulist.py): exact messages, bounds and the canonical form.
 
 The kernel's own format (Documentation/admin-guide/cputopology.rst, ``cpulist_parse`` in
 lib/bitmap.c) is the oracle: comma-separated CPUs and ascending ``a-b`` ranges.
@@ -7,7 +7,7 @@ lib/bitmap.c) is the oracle: comma-separated CPUs and ascending ``a-b`` ranges.
 from __future__ import annotations
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils._cpulist import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.cpulist import (
     MAX_CPU,
     CpuListError,
     format_cpulist,

@@ -7,8 +7,8 @@ model; these tests call the module's functions with plain data, fast enough for 
 from __future__ import annotations
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils import _cstates as cs
-from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import SysfsAccessor
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power import cstates as cs
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.sysfs import SysfsAccessor
 
 CPU = "devices/system/cpu"
 # (name, exit latency in us) of intel_idle's states 0..3

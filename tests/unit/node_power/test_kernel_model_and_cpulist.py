@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils._cpulist import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.cpulist import (
     CpuListError,
     format_cpulist,
     parse_cpulist,

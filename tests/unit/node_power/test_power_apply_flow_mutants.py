@@ -15,11 +15,15 @@ from __future__ import annotations
 import os
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils import _power_apply as pa
-from ansible_collections.poweraware.k8s.plugins.module_utils._cpu_topology import Topology
-from ansible_collections.poweraware.k8s.plugins.module_utils._cpufreq_plan import Request, plan_present
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_journal import StateStore
-from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import ApplyError, PowerError, ValidationError
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power import power_apply as pa
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.cpu_topology import Topology
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.cpufreq_plan import Request, plan_present
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.power_journal import StateStore
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.sysfs import (
+    ApplyError,
+    PowerError,
+    ValidationError,
+)
 from memory_sysfs import MemorySysfs, eacces, eio, machine
 
 CPU = "devices/system/cpu"

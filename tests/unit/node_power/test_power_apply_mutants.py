@@ -15,9 +15,9 @@ from __future__ import annotations
 import errno
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils import _power_apply as pa
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_journal import StateStore
-from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import ApplyError
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power import power_apply as pa
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.power_journal import StateStore
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.sysfs import ApplyError
 from memory_sysfs import MemorySysfs, eacces, eio
 
 LIMIT = "class/powercap/intel-rapl:0/constraint_0_power_limit_uw"

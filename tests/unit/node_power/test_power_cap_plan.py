@@ -9,8 +9,8 @@ from __future__ import annotations
 import errno
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils import _powercap as pc
-from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import SysfsAccessor
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power import powercap as pc
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.sysfs import SysfsAccessor
 
 
 def constraint(index, name, limit=125000000, window=27983872, **bounds):

@@ -1,4 +1,4 @@
-"""The state journal (plugins/module_utils/_power_journal.py) on a plain file: originals recorded once."""
+"""The state journal (plugins/module_utils/node_power/power_journal.py) on a plain file: originals recorded once."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import os
 import stat
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils import _node_files, _power_journal
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_journal import StateStore
-from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import PowerError
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_files import files
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power import power_journal
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.power_journal import StateStore
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.sysfs import PowerError
 
 POLICY0 = {"name": "policy0", "path": "devices/system/cpu/cpufreq/policy0", "related_cpus": [3, 0, 1, 2]}
 POLICY4 = {"name": "policy4", "path": "devices/system/cpu/cpufreq/policy4", "related_cpus": [4]}
@@ -23,14 +24,14 @@ def uncore(path, label, cpu=None):
 
 
 def test_the_default_state_file_and_version():
-    assert _power_journal.DEFAULT_STATE_FILE == "/var/lib/poweraware/cpu_power_state.json"
-    assert _power_journal.STATE_VERSION == 1
+    assert power_journal.DEFAULT_STATE_FILE == "/var/lib/poweraware/cpu_power_state.json"
+    assert power_journal.STATE_VERSION == 1
 
 
 def test_a_missing_file_is_an_empty_clean_journal(tmp_path):
     store = StateStore(str(tmp_path / "state.json"))
     assert store.data == {"version": 1, "policies": {}}
-    assert store.existed is False
+    assert not (tmp_path / "state.json").exists()
     assert store.policies == {} and store.attributes == {}
     assert store.dirty() is False
     assert not (tmp_path / "state.json").exists()
@@ -103,7 +104,6 @@ def test_save_writes_sorted_indented_json_readable_by_everyone(tmp_path):
     assert path.read_text().startswith('{\n  "attributes": {\n    "a/max_freq_khz": {\n      "control"')
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
     assert os.listdir(path.parent) == ["state.json"]
-    assert store.existed is True
     assert store.dirty() is False
     store.record(POLICY4, "scaling_governor", "powersave")
     assert store.dirty() is True
@@ -111,7 +111,7 @@ def test_save_writes_sorted_indented_json_readable_by_everyone(tmp_path):
 
 def test_save_goes_through_a_hidden_temporary_file_that_is_synced(tmp_path, monkeypatch):
     made, synced = [], []
-    real_mkstemp, real_fsync = _node_files.tempfile.mkstemp, _node_files.os.fsync
+    real_mkstemp, real_fsync = files.tempfile.mkstemp, files.os.fsync
 
     def mkstemp(**kwargs):
         made.append(kwargs)
@@ -121,8 +121,8 @@ def test_save_goes_through_a_hidden_temporary_file_that_is_synced(tmp_path, monk
         synced.append(fd)
         return real_fsync(fd)
 
-    monkeypatch.setattr(_node_files.tempfile, "mkstemp", mkstemp)
-    monkeypatch.setattr(_node_files.os, "fsync", fsync)
+    monkeypatch.setattr(files.tempfile, "mkstemp", mkstemp)
+    monkeypatch.setattr(files.os, "fsync", fsync)
     StateStore(str(tmp_path / "state.json")).save()
     assert [(k["prefix"], k["dir"]) for k in made] == [(".cpu_power_state.", str(tmp_path))]
     assert len(synced) == 1
@@ -134,7 +134,6 @@ def test_a_saved_file_is_read_back_and_keeps_its_originals(tmp_path):
     first.record(POLICY0, "scaling_governor", "powersave")
     first.save()
     again = StateStore(path)
-    assert again.existed is True
     assert again.data == first.data
     assert again.dirty() is False
     assert again.record(POLICY0, "scaling_governor", "performance") is False

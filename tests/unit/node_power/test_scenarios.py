@@ -6,7 +6,7 @@ import errno
 import json
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils import _power_apply as cf
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power import power_apply as cf
 
 # scenario, shape, request, expected read-back per managed policy: (min kHz, max kHz, governor, epp)
 SCENARIOS = {

@@ -12,8 +12,8 @@ import json
 import sys
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils import _power_apply as pa
-from ansible_collections.poweraware.k8s.plugins.module_utils import _power_journal as journal
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power import power_apply as pa
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power import power_journal as journal
 
 fake_sysfs = sys.modules["poweraware_lab_fake_sysfs"]  # loaded by conftest
 fake_kernel = sys.modules["poweraware_lab_fake_kernel"]

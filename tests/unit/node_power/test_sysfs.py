@@ -1,4 +1,4 @@
-"""The sysfs accessor and small helpers (plugins/module_utils/_sysfs.py) on a plain directory tree."""
+"""The sysfs accessor and small helpers (plugins/module_utils/node_power/sysfs.py) on a plain directory tree."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import errno
 import os
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils import _sysfs
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power import sysfs
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def tree(tmp_path):
 
 
 def test_constants_are_the_kernel_paths():
-    assert (_sysfs.CPU_DIR, _sysfs.POWERCAP_DIR, _sysfs.HWMON_DIR) == (
+    assert (sysfs.CPU_DIR, sysfs.POWERCAP_DIR, sysfs.HWMON_DIR) == (
         "devices/system/cpu",
         "class/powercap",
         "class/hwmon",
@@ -31,18 +31,18 @@ def test_constants_are_the_kernel_paths():
 
 
 def test_error_hierarchy():
-    assert issubclass(_sysfs.ValidationError, _sysfs.PowerError)
-    assert issubclass(_sysfs.ApplyError, _sysfs.PowerError)
-    assert not issubclass(_sysfs.ValidationError, _sysfs.ApplyError)
+    assert issubclass(sysfs.ValidationError, sysfs.PowerError)
+    assert issubclass(sysfs.ApplyError, sysfs.PowerError)
+    assert not issubclass(sysfs.ValidationError, sysfs.ApplyError)
 
 
 def test_default_root_is_sys():
-    assert _sysfs.SysfsAccessor().root == "/sys"
-    assert _sysfs.SysfsAccessor().path("class/powercap") == "/sys/class/powercap"
+    assert sysfs.SysfsAccessor().root == "/sys"
+    assert sysfs.SysfsAccessor().path("class/powercap") == "/sys/class/powercap"
 
 
 def test_reads_lists_and_resolves(tree):
-    acc = _sysfs.SysfsAccessor(str(tree))
+    acc = sysfs.SysfsAccessor(str(tree))
     p0 = "devices/system/cpu/cpufreq/policy0"
     assert acc.path(f"{p0}/scaling_max_freq") == os.path.join(str(tree), f"{p0}/scaling_max_freq")
     assert acc.exists(f"{p0}/scaling_max_freq") and not acc.exists(f"{p0}/scaling_min_freq")
@@ -55,7 +55,7 @@ def test_reads_lists_and_resolves(tree):
 
 
 def test_write_replaces_the_value_with_a_trailing_newline(tree):
-    acc = _sysfs.SysfsAccessor(str(tree))
+    acc = sysfs.SysfsAccessor(str(tree))
     rel = "devices/system/cpu/cpufreq/policy0/scaling_max_freq"
     acc.write(rel, 2000000)
     assert (tree / rel).read_bytes() == b"2000000\n"  # truncated, not appended
@@ -64,22 +64,22 @@ def test_write_replaces_the_value_with_a_trailing_newline(tree):
 
 
 def test_write_never_creates_an_attribute(tree):
-    acc = _sysfs.SysfsAccessor(str(tree))
+    acc = sysfs.SysfsAccessor(str(tree))
     with pytest.raises(FileNotFoundError):
         acc.write("devices/system/cpu/cpufreq/policy0/scaling_min_freq", "1")
     assert not (tree / "devices/system/cpu/cpufreq/policy0/scaling_min_freq").exists()
 
 
 def test_write_closes_its_descriptor_on_failure(tree, monkeypatch):
-    acc = _sysfs.SysfsAccessor(str(tree))
+    acc = sysfs.SysfsAccessor(str(tree))
     closed = []
     real_close = os.close
 
     def failing_write(fd, data):
         raise OSError(errno.EBUSY, "Device or resource busy")
 
-    monkeypatch.setattr(_sysfs.os, "write", failing_write)
-    monkeypatch.setattr(_sysfs.os, "close", lambda fd: (closed.append(fd), real_close(fd)))
+    monkeypatch.setattr(sysfs.os, "write", failing_write)
+    monkeypatch.setattr(sysfs.os, "close", lambda fd: (closed.append(fd), real_close(fd)))
     with pytest.raises(OSError) as exc:
         acc.write("devices/system/cpu/cpufreq/policy0/scaling_max_freq", "1")
     assert exc.value.errno == errno.EBUSY
@@ -97,14 +97,14 @@ def test_write_closes_its_descriptor_on_failure(tree, monkeypatch):
     ],
 )
 def test_describe_oserror(exc, text):
-    assert _sysfs._describe_oserror(exc) == text
+    assert sysfs.describe_oserror(exc) == text
 
 
 def test_read_optional(tree):
-    acc = _sysfs.SysfsAccessor(str(tree))
-    assert _sysfs._read_optional(acc, "devices/system/cpu/cpufreq/policy0/scaling_max_freq") == "3900000"
-    assert _sysfs._read_optional(acc, "devices/system/cpu/cpufreq/policy0/missing") is None
-    assert _sysfs._read_optional(acc, "devices/system/cpu/cpufreq/policy0") is None  # a directory: EISDIR
+    acc = sysfs.SysfsAccessor(str(tree))
+    assert sysfs.read_optional(acc, "devices/system/cpu/cpufreq/policy0/scaling_max_freq") == "3900000"
+    assert sysfs.read_optional(acc, "devices/system/cpu/cpufreq/policy0/missing") is None
+    assert sysfs.read_optional(acc, "devices/system/cpu/cpufreq/policy0") is None  # a directory: EISDIR
 
 
 @pytest.mark.parametrize(
@@ -113,12 +113,12 @@ def test_read_optional(tree):
      ("1999999", 1999), (2000000, 2000), (0, 0)],
 )  # fmt: skip
 def test_khz_to_mhz(value, mhz):
-    assert _sysfs._khz_to_mhz(value) == mhz
+    assert sysfs.khz_to_mhz(value) == mhz
 
 
 def test_write_finishes_after_short_writes(tree, monkeypatch):
     """os.write may write less than asked: the rest is written, not dropped."""
-    acc = _sysfs.SysfsAccessor(str(tree))
+    acc = sysfs.SysfsAccessor(str(tree))
     rel = "devices/system/cpu/cpufreq/policy0/scaling_max_freq"
     real_write = os.write
     calls = []
@@ -127,7 +127,7 @@ def test_write_finishes_after_short_writes(tree, monkeypatch):
         calls.append(len(data))
         return real_write(fd, bytes(data[:3]))
 
-    monkeypatch.setattr(_sysfs.os, "write", short_write)
+    monkeypatch.setattr(sysfs.os, "write", short_write)
     acc.write(rel, "1234567")
     monkeypatch.undo()
     assert (tree / rel).read_bytes() == b"1234567\n"

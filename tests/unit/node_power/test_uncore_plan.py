@@ -9,8 +9,8 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils import _uncore as uc
-from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import SysfsAccessor
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power import uncore as uc
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.sysfs import SysfsAccessor
 
 DIR = "devices/system/cpu/intel_uncore_frequency"
 

@@ -14,7 +14,7 @@ import math
 import pytest
 import yaml
 from ansible_collections.poweraware.k8s.plugins.filter.peaks_plan import peaks_plan
-from ansible_collections.poweraware.k8s.plugins.module_utils import _peaks
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import peaks
 
 WATCHER = "http://peaks-load-watcher.kube-system.svc:2020"
 MODELS = {"worker-2": {"k0": 60.0, "k1": 12.5, "k2": 0.021}, "worker-1": {"k0": 40.0, "k1": 8.0, "k2": 0.03}}
@@ -25,7 +25,7 @@ def configmap(models, key="power_model"):
 
 
 def test_one_profile_with_peaks_the_only_score_plugin_and_the_models_in_its_args():
-    result = _peaks.plan(configmap(MODELS), "power_model", "Peaks", WATCHER, ["worker-1", "worker-2"])
+    result = peaks.plan(configmap(MODELS), "power_model", "Peaks", WATCHER, ["worker-1", "worker-2"])
     assert result["errors"] == []
     config = result["config"]
     assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
@@ -49,13 +49,13 @@ def test_one_profile_with_peaks_the_only_score_plugin_and_the_models_in_its_args
 
 
 def test_nodes_without_a_model_are_named():
-    result = _peaks.plan(configmap(MODELS), "power_model", "Peaks", WATCHER, ["cp", "worker-1", "worker-2", "worker-3"])
+    result = peaks.plan(configmap(MODELS), "power_model", "Peaks", WATCHER, ["cp", "worker-1", "worker-2", "worker-3"])
     assert result["errors"] == []
     assert result["nodes_without_model"] == ["cp", "worker-3"]
 
 
 def test_integers_are_numbers_and_come_out_as_floats():
-    result = _peaks.plan(configmap({"n": {"k0": 50, "k1": 2, "k2": 0}}), "power_model", "Peaks", WATCHER)
+    result = peaks.plan(configmap({"n": {"k0": 50, "k1": 2, "k2": 0}}), "power_model", "Peaks", WATCHER)
     assert result["errors"] == []
     assert result["models"] == {"n": {"k0": 50.0, "k1": 2.0, "k2": 0.0}}
     assert all(isinstance(v, float) for v in result["models"]["n"].values())
@@ -73,7 +73,7 @@ def test_integers_are_numbers_and_come_out_as_floats():
     ],
 )
 def test_a_missing_or_unreadable_configmap_is_refused(configmaps, expected):
-    result = _peaks.plan(configmaps, "power_model", "Peaks", WATCHER, where="ConfigMap kube-system/m")
+    result = peaks.plan(configmaps, "power_model", "Peaks", WATCHER, where="ConfigMap kube-system/m")
     assert result["config"] == {}
     assert any(expected in e for e in result["errors"]), result["errors"]
 
@@ -86,7 +86,7 @@ def test_every_bad_model_is_named_at_once():
         "d": [1, 2, 3],
         "ok": {"k0": 1.0, "k1": 1.0, "k2": 0.01},
     }
-    result = _peaks.plan(configmap(models), "power_model", "Peaks", WATCHER)
+    result = peaks.plan(configmap(models), "power_model", "Peaks", WATCHER)
     assert result["config"] == {}
     errors = result["errors"]
     assert len(errors) == 4, errors
@@ -100,16 +100,16 @@ def test_every_bad_model_is_named_at_once():
 def test_a_jump_peaks_cannot_hold_in_an_int64_is_refused_at_the_boundary():
     # |k1 (e^(100 k2) - 1)|: the most a pod can add, from 0 to 100 %
     k2 = 0.05
-    limit_k1 = _peaks.MAX_JUMP_W / (math.exp(100 * k2) - 1)
-    fits = _peaks.plan(configmap({"n": {"k0": 0.0, "k1": limit_k1 * 0.999, "k2": k2}}), "power_model", "Peaks", WATCHER)
+    limit_k1 = peaks.MAX_JUMP_W / (math.exp(100 * k2) - 1)
+    fits = peaks.plan(configmap({"n": {"k0": 0.0, "k1": limit_k1 * 0.999, "k2": k2}}), "power_model", "Peaks", WATCHER)
     assert fits["errors"] == []
-    over = _peaks.plan(configmap({"n": {"k0": 0.0, "k1": limit_k1 * 1.001, "k2": k2}}), "power_model", "Peaks", WATCHER)
+    over = peaks.plan(configmap({"n": {"k0": 0.0, "k1": limit_k1 * 1.001, "k2": k2}}), "power_model", "Peaks", WATCHER)
     assert len(over["errors"]) == 1 and "beyond the 9223 W Peaks can score" in over["errors"][0]
     # a negative slope counts by its size, and an exponent that overflows a float too
     for model in ({"k0": 0.0, "k1": -limit_k1 * 1.001, "k2": k2}, {"k0": 0.0, "k1": 1.0, "k2": 100.0}):
-        assert _peaks.plan(configmap({"n": model}), "power_model", "Peaks", WATCHER)["errors"], model
+        assert peaks.plan(configmap({"n": model}), "power_model", "Peaks", WATCHER)["errors"], model
     # 1e15 W per watt times 9223 W is still an int64
-    assert _peaks.MAX_JUMP_W * 1e15 < 2**63
+    assert peaks.MAX_JUMP_W * 1e15 < 2**63
 
 
 @pytest.mark.parametrize(
@@ -125,13 +125,13 @@ def test_a_jump_peaks_cannot_hold_in_an_int64_is_refused_at_the_boundary():
     ],
 )
 def test_the_name_and_the_address_are_checked(name, watcher, expected):
-    result = _peaks.plan(configmap(MODELS), "power_model", name, watcher)
+    result = peaks.plan(configmap(MODELS), "power_model", name, watcher)
     assert result["config"] == {}
     assert [e for e in result["errors"] if expected in e], result["errors"]
 
 
 def test_all_problems_at_once():
-    result = _peaks.plan(None, "power_model", "default-scheduler", "nope")
+    result = peaks.plan(None, "power_model", "default-scheduler", "nope")
     assert len(result["errors"]) == 3
 
 
@@ -205,14 +205,14 @@ WHERE = "ConfigMap kube-system/m key power_model"
     ],
 )
 def test_the_messages_in_full(configmaps, name, watcher, errors):
-    result = _peaks.plan(configmaps, "power_model", name, watcher, ["n1"], where="ConfigMap kube-system/m")
+    result = peaks.plan(configmaps, "power_model", name, watcher, ["n1"], where="ConfigMap kube-system/m")
     assert result == {"config": {}, "models": {}, "nodes_without_model": ["n1"], "errors": errors, "warnings": []}
 
 
 def test_text_that_is_no_json_is_named_with_the_parser_s_reason():
     with pytest.raises(ValueError) as parse_error:
         json.loads("{")
-    result = _peaks.plan({"data": {"power_model": "{"}}, "power_model", "Peaks", WATCHER, where="CM")
+    result = peaks.plan({"data": {"power_model": "{"}}, "power_model", "Peaks", WATCHER, where="CM")
     assert result["errors"] == [
         f"CM key power_model: not JSON ({parse_error.value}): publish it again with the power_models role"
     ]
@@ -227,7 +227,7 @@ def test_every_bad_model_in_full_in_node_order():
         "e": {"k0": 0, "k1": 1, "k2": 100.0},
         "ok": {"k0": 1, "k1": 1, "k2": 0.01},
     }
-    result = _peaks.plan(configmap(models), "power_model", "Peaks", WATCHER, where="CM")
+    result = peaks.plan(configmap(models), "power_model", "Peaks", WATCHER, where="CM")
     jump = "W, beyond the 9223 W Peaks can score (it multiplies watts by 1e15 into an int64): refit it"
     # f: |-100 (e^5 - 1)| = 14741.3 W
     assert result["errors"] == [
@@ -242,20 +242,20 @@ def test_every_bad_model_in_full_in_node_order():
 
 
 def test_without_a_place_the_messages_name_the_configmap():
-    assert _peaks.plan(None, "power_model", "Peaks", WATCHER)["errors"] == [
+    assert peaks.plan(None, "power_model", "Peaks", WATCHER)["errors"] == [
         "ConfigMap: not found: the power_models role publishes it (power_models_peaks_configmap_enabled); run the "
         "power models first, or point peaks_models_configmap at your own"
     ]
-    assert _peaks.plan({"data": {"power_model": "[]"}}, "power_model", "Peaks", WATCHER)["errors"] == [
+    assert peaks.plan({"data": {"power_model": "[]"}}, "power_model", "Peaks", WATCHER)["errors"] == [
         "ConfigMap key power_model: expected a JSON object of node name -> {k0, k1, k2}, got list"
     ]
 
 
 def test_a_jump_of_exactly_the_most_peaks_can_hold_is_accepted():
     # k2 = -10: e^(100 k2) underflows to 0.0, so the jump is |k1| exactly
-    exact = _peaks.plan(configmap({"n": {"k0": 0.0, "k1": 9223.0, "k2": -10.0}}), "power_model", "Peaks", WATCHER)
+    exact = peaks.plan(configmap({"n": {"k0": 0.0, "k1": 9223.0, "k2": -10.0}}), "power_model", "Peaks", WATCHER)
     assert exact["errors"] == [] and exact["models"] == {"n": {"k0": 0.0, "k1": 9223.0, "k2": -10.0}}
-    above = _peaks.plan(configmap({"n": {"k0": 0.0, "k1": -9223.5, "k2": -10.0}}), "power_model", "Peaks", WATCHER)
+    above = peaks.plan(configmap({"n": {"k0": 0.0, "k1": -9223.5, "k2": -10.0}}), "power_model", "Peaks", WATCHER)
     assert above["errors"] == [
         "ConfigMap key power_model: node 'n': the model's jump from 0 to 100 % is 9224 W, beyond the 9223 W Peaks "
         "can score (it multiplies watts by 1e15 into an int64): refit it"
@@ -276,13 +276,13 @@ def test_a_jump_of_exactly_the_most_peaks_can_hold_is_accepted():
     ],
 )
 def test_the_scheduler_release_is_held_to_the_version_skew_policy(tag, server, fits):
-    error, warning = _peaks.skew(tag, server)
+    error, warning = peaks.skew(tag, server)
     assert warning == ""
     assert (error == "") is fits, error
 
 
 def test_outside_the_policy_is_refused_naming_both_versions_the_rule_and_both_fixes():
-    error = _peaks.skew("v0.33.5", "v1.36.3")[0]
+    error = peaks.skew("v0.33.5", "v1.36.3")[0]
     for part in (
         "peaks_image_tag v0.33.5",
         "built with Kubernetes 1.33",
@@ -292,11 +292,11 @@ def test_outside_the_policy_is_refused_naming_both_versions_the_rule_and_both_fi
         "peaks_allow_version_skew: true",
     ):
         assert part in error, part
-    assert "newer than the API servers (v1.33.1)" in _peaks.skew("v0.34.7", "v1.33.1")[0]
+    assert "newer than the API servers (v1.33.1)" in peaks.skew("v0.34.7", "v1.33.1")[0]
 
 
 def test_allowed_outside_the_policy_it_runs_with_a_warning_that_says_unsupported():
-    assert _peaks.skew("v0.33.5", "v1.36.3", allow=True) == (
+    assert peaks.skew("v0.33.5", "v1.36.3", allow=True) == (
         "",
         "peaks_image_tag v0.33.5 is the scheduler-plugins kube-scheduler built with Kubernetes 1.33, 3 minors older "
         "than the API servers (v1.36.3); Kubernetes' version skew policy lets a kube-scheduler be at most one minor "
@@ -306,22 +306,22 @@ def test_allowed_outside_the_policy_it_runs_with_a_warning_that_says_unsupported
 
 
 def test_a_tag_that_is_no_release_cannot_be_checked_and_is_refused_unless_allowed():
-    error, warning = _peaks.skew("latest", "v1.36.3")
+    error, warning = peaks.skew("latest", "v1.36.3")
     assert warning == "" and "'latest': not a scheduler-plugins release tag" in error
     assert "set peaks_allow_version_skew: true to run it unchecked" in error
-    error, warning = _peaks.skew("my-build", "v1.36.3", allow=True)
+    error, warning = peaks.skew("my-build", "v1.36.3", allow=True)
     assert error == "" and warning.endswith("running it because peaks_allow_version_skew is true")
 
 
 def test_an_unknown_server_version_is_a_warning_not_a_guess():
-    error, warning = _peaks.skew("v0.33.5", "")
+    error, warning = peaks.skew("v0.33.5", "")
     assert error == "" and "the scheduler's version skew is not checked" in warning
 
 
 def test_the_plan_carries_the_skew_refusal_with_every_other_problem_and_no_config():
-    refused = _peaks.plan(None, "power_model", "Peaks", WATCHER, image_tag="v0.33.5", server_version="v1.36.3")
+    refused = peaks.plan(None, "power_model", "Peaks", WATCHER, image_tag="v0.33.5", server_version="v1.36.3")
     assert len(refused["errors"]) == 2 and refused["errors"][0].startswith("peaks_image_tag v0.33.5")
-    allowed = _peaks.plan(
+    allowed = peaks.plan(
         configmap(MODELS),
         "power_model",
         "Peaks",
@@ -331,5 +331,5 @@ def test_the_plan_carries_the_skew_refusal_with_every_other_problem_and_no_confi
         allow_skew=True,
     )
     assert allowed["errors"] == [] and allowed["config"] and "unsupported" in allowed["warnings"][0]
-    unchecked = _peaks.plan(configmap(MODELS), "power_model", "Peaks", WATCHER)
+    unchecked = peaks.plan(configmap(MODELS), "power_model", "Peaks", WATCHER)
     assert unchecked["warnings"] == [] and unchecked["errors"] == []

@@ -1,11 +1,11 @@
-"""Our scheduler extender's decisions (plugins/module_utils/_extender.py): requests, view, protocol."""
+"""Our scheduler extender's decisions (plugins/module_utils/placement/extender.py): requests, view, protocol."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils._extender import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.extender import (
     DEFAULT_POD_CPU_M,
     STALE,
     ClusterState,
@@ -18,8 +18,8 @@ from ansible_collections.poweraware.k8s.plugins.module_utils._extender import (
     pod_requests,
     prioritize_result,
 )
-from ansible_collections.poweraware.k8s.plugins.module_utils._placement_score import rank_nodes
-from ansible_collections.poweraware.k8s.plugins.module_utils._quantity import QuantityError, parse_byte_quantity
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.placement_score import rank_nodes
+from ansible_collections.poweraware.k8s.plugins.module_utils.quantity import QuantityError, parse_byte_quantity
 from poweraware_testing import EXTENDER_SETTINGS
 
 LINEAR_CHEAP = {"kind": "linear", "params": {"idle_w": 50.0, "max_w": 150.0}}  # +1 W per percent

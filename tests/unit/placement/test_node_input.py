@@ -7,15 +7,18 @@ from ``score_nodes`` and ``rank_nodes``, which only put their own name before it
 from __future__ import annotations
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils._node_input import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.node_input import (
     NODE_INPUT_FIELDS,
     NodeInputError,
     cpu_millicores,
     node_input,
     node_list,
 )
-from ansible_collections.poweraware.k8s.plugins.module_utils._placement_score import PlacementScoreError, rank_nodes
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_score import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.placement_score import (
+    PlacementScoreError,
+    rank_nodes,
+)
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_score import (
     PowerScoreError,
     score_nodes,
     score_nodes_upstream_peaks,

@@ -6,8 +6,8 @@ import _placement_policies as pol
 import _placement_sim as sim
 import numpy as np
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils._placement_score import rank_nodes
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_score import score_nodes_upstream_peaks
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.placement_score import rank_nodes
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_score import score_nodes_upstream_peaks
 
 LINEAR = tuple(100.0 + 10.0 * k for k in range(11))
 FLAT = tuple(100.0 + 2.0 * k for k in range(11))

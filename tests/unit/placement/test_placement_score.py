@@ -1,11 +1,11 @@
-"""rank_nodes (plugins/module_utils/_placement_score.py): the order, the powered-off decision, errors."""
+"""rank_nodes (plugins/module_utils/placement/placement_score.py): the order, the powered-off decision, errors."""
 
 from __future__ import annotations
 
 import random
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils._placement_score import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.placement_score import (
     STATUSES,
     PlacementScoreError,
     best_watts_per_cpu,
@@ -13,7 +13,7 @@ from ansible_collections.poweraware.k8s.plugins.module_utils._placement_score im
     rank_key,
     rank_nodes,
 )
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_score import score_nodes
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_score import score_nodes
 
 
 def line(idle_w, max_w):

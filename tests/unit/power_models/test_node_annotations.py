@@ -10,7 +10,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible.plugins.filter.core import to_json
 from ansible_collections.poweraware.k8s.plugins.filter.power_model import FilterModule
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_model import (
     PowerModelError,
     fit_nodes,
     node_annotation_objects,

@@ -8,8 +8,8 @@ import json
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.poweraware.k8s.plugins.filter.power_model import power_model_peaks
-from ansible_collections.poweraware.k8s.plugins.module_utils._peaks import parse_models
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import peaks_models_text
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_model import peaks_models_text
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler.peaks import parse_models
 
 RESULTS = {
     "w2": {"status": "ok", "peaks": {"k0": 50.5, "k1": 3.25, "k2": 0.02}},

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.poweraware.k8s.plugins.filter.power_models_errors import FilterModule, power_models_errors
-from ansible_collections.poweraware.k8s.plugins.module_utils._extender import config_errors as extender_errors
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import annotation_prefix_problems
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.extender import config_errors as extender_errors
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_model import annotation_prefix_problems
 from poweraware_testing import EXTENDER_SETTINGS
 
 PREFIXES = [

@@ -1,4 +1,4 @@
-"""plugins/module_utils/_prometheus.py: exact messages, bounds and units (the Prometheus HTTP API and
+"""plugins/module_utils/cluster/prometheus.py: exact messages, bounds and units (the Prometheus HTTP API and
 duration grammar are the oracle: https://prometheus.io/docs/prometheus/latest/querying/api/)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils import _prometheus as prom
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster import prometheus as prom
 
 
 def message(call, *args):

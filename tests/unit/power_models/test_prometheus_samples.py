@@ -13,7 +13,7 @@ from contextlib import redirect_stdout
 import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.common.text.converters import to_bytes
-from ansible_collections.poweraware.k8s.plugins.module_utils import _prometheus as prom
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster import prometheus as prom
 from ansible_collections.poweraware.k8s.plugins.modules import prometheus_power_samples_info as module
 
 

@@ -65,7 +65,7 @@ def test_the_default_utilisation_query_reads_what_collectd_exports():
 
 
 def test_service_url_picks_the_http_port_by_default_and_skips_services_it_cannot_call():
-    from ansible_collections.poweraware.k8s.plugins.module_utils import _prometheus as prom
+    from ansible_collections.poweraware.k8s.plugins.module_utils.cluster import prometheus as prom
 
     two_ports = service(ports=({"name": "web", "port": 80}, {"name": "http", "port": 9091}))
     assert prom.service_url([two_ports]) == "http://10.96.12.34:9091"

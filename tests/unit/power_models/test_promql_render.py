@@ -1,4 +1,4 @@
-"""The PromQL each model kind renders (module_utils/_power_model.py) evaluates to the kind's own
+"""The PromQL each model kind renders (module_utils/placement/power_model.py) evaluates to the kind's own
 predictor: P(u + d) - P(u), the last slope continued above 100 %. A tiny evaluator for the PromQL
 subset the renderers emit (numbers, + - *, clamp, clamp_min, exp, one series) checks every kind at
 many utilisations; test_rules_template.py checks the same rules with the real promtool."""
@@ -9,7 +9,7 @@ import ast
 import math
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_model import (
     KINDS,
     PowerModelError,
     fit_model,
@@ -17,7 +17,7 @@ from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import
     power_jump_promql,
     predict_power,
 )
-from ansible_collections.poweraware.k8s.plugins.module_utils._quantity import QuantityError
+from ansible_collections.poweraware.k8s.plugins.module_utils.quantity import QuantityError
 
 SERIES = 'poweraware:node_cpu_utilisation:percent{node="n1"}'
 CURVE = (60.0, 95.0, 108.0, 119.0, 130.0, 142.0, 155.0, 170.0, 188.0, 210.0, 236.0)

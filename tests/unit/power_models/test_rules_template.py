@@ -12,7 +12,7 @@ import sys
 
 import pytest
 import yaml
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import fit_model, predict_power
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_model import fit_model, predict_power
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[3]
 ROLE = REPO_ROOT / "roles" / "power_models"

@@ -1,4 +1,4 @@
-"""The certificate flow's keep decision (module_utils/_cert_check.py, _cert_files.py, the
+"""The certificate flow's keep decision (module_utils/cluster/cert_check.py, _cert_files.py, the
 certificate_reissue_reasons filter): files that match what would be issued are kept; anything else,
 or anything that cannot be compared, is a reason and community.crypto's modules run
 (test_certificate_flow.py runs the whole flow with community.crypto's own certificates)."""
@@ -13,8 +13,8 @@ import stat
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.poweraware.k8s.plugins.filter.certificate_reissue_reasons import certificate_reissue_reasons
-from ansible_collections.poweraware.k8s.plugins.module_utils._cert_check import reissue_reasons
-from ansible_collections.poweraware.k8s.plugins.module_utils._cert_files import describe_key, read_files
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.cert_check import reissue_reasons
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.cert_files import describe_key, read_files
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa

@@ -11,7 +11,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 from ansible_collections.poweraware.k8s.plugins.filter.cpu_power_plan import cpu_power_plan
-from ansible_collections.poweraware.k8s.plugins.module_utils._cpu_power_plan import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.cpu_power_plan import (
     expand_cpus,
     plan_node,
     profile_frequency_mhz,

@@ -59,7 +59,12 @@ CONDITIONAL_KEYS = ("when", "that", "failed_when", "changed_when", "until")
 # Values the tasks compute (set_fact) or register before the templates and conditions use them.
 # They are the same in both renderings; only the user-facing options change type.
 STUBS: dict[str, dict] = {
-    "collectd": {"_collectd_config_checksum": "c0ffee", "_collectd_tolerations": [], "_collectd_hwmon_label_lines": []},
+    "collectd": {
+        "_collectd_config_checksum": "c0ffee",
+        "_collectd_tolerations": [],
+        "_collectd_hwmon_label_lines": [],
+        "_collectd_code": [{"path": "ansible_collections/x.py", "content": ""}],
+    },
     "nfd": {"_nfd_master_tolerations": []},
     "tas_policy": {"_tas_policy_left": [{"node": "worker-1", "label": "power-sensitive-scheduling-policy=violating"}]},
     "kube_state_metrics": {"_kube_state_metrics_rules": {"": ["nodes", "pods"]}},

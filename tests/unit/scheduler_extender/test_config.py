@@ -6,8 +6,8 @@ import pathlib
 import sys
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils import _k8s_names as k8s_names
-from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_config as sc
+from ansible_collections.poweraware.k8s.plugins.module_utils import k8s_names
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import sched_config as sc
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from cases import typed  # noqa: E402

@@ -7,17 +7,17 @@ from __future__ import annotations
 import os
 import sys
 
-from ansible_collections.poweraware.k8s.plugins.module_utils import _node_files
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_files import files
 from test_module import CONFIG, MANIFEST, args, run  # noqa: E402
 
 
 def test_a_run_waits_for_the_lock_and_then_gives_up_changing_nothing(node, monkeypatch):
     directory = node / MANIFEST.lstrip("/")
     before = directory.read_bytes()
-    monkeypatch.setattr(_node_files, "LOCK_WAIT_S", 0.0)
+    monkeypatch.setattr(files, "LOCK_WAIT_S", 0.0)
     monkeypatch.setattr(sys.modules["ansible_collections.poweraware.k8s.plugins.modules.kube_scheduler_extender"],
                         "LOCK_WAIT_S", 0.0)  # fmt: skip
-    holder = _node_files.lock_directory(str(directory.parent))
+    holder = files.lock_directory(str(directory.parent))
     try:
         result = run(args(node))
     finally:

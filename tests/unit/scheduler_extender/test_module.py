@@ -13,7 +13,7 @@ from contextlib import redirect_stdout
 import pytest
 import yaml
 from ansible.module_utils.testing import patch_module_args
-from ansible_collections.poweraware.k8s.plugins.module_utils import _node_files
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_files import files
 from ansible_collections.poweraware.k8s.plugins.modules import kube_scheduler_extender
 from poweraware_testing import as_target_process
 
@@ -203,14 +203,14 @@ def test_kubernetes_1_18_through_the_policy_file(node):
 def test_temp_file_never_visible_to_kubelet(node, monkeypatch):
     """The temporary file in the static pod directory is a dot file (kubelet skips those)."""
     seen = []
-    real = _node_files.tempfile.mkstemp
+    real = files.tempfile.mkstemp
 
     def spy(*a, **kw):
         fd, path = real(*a, **kw)
         seen.append(os.path.basename(path))
         return fd, path
 
-    monkeypatch.setattr(_node_files.tempfile, "mkstemp", spy)
+    monkeypatch.setattr(files.tempfile, "mkstemp", spy)
     run(args(node))
     assert seen and all(name.startswith(".") for name in seen)
 

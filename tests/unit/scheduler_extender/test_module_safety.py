@@ -11,7 +11,7 @@ import time
 
 import pytest
 import yaml
-from ansible_collections.poweraware.k8s.plugins.module_utils import _node_files
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_files import files as _node_files
 from ansible_collections.poweraware.k8s.plugins.modules import kube_scheduler_extender
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -279,7 +279,7 @@ def test_docs_example_shows_ca_file_and_no_invalid_links():
     assert TAS_EXTENDER["url_prefix"] == tas["extenders"][0]["url_prefix"]
 
 
-# --- _node_files on its own (plugins/module_utils/_node_files.py) ---------------------------------------
+# --- _node_files on its own (plugins/module_utils/node_files/files.py) ---------------------------------------
 def test_inside_is_lexical_and_stops_at_a_path_component():
     assert _node_files.inside("/a/b", "/a") and _node_files.inside("/a", "/a/") and _node_files.inside("/a/", "/a")
     assert _node_files.inside("/etc/x", "/") and _node_files.inside("a//b/", "a")

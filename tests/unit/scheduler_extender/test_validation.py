@@ -9,10 +9,10 @@ import sys
 
 import pytest
 import yaml
-from ansible_collections.poweraware.k8s.plugins.module_utils import _k8s_names as k8s_names
-from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_config as sc
-from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_manifest as ms
-from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_version as sv
+from ansible_collections.poweraware.k8s.plugins.module_utils import k8s_names
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import sched_config as sc
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import sched_manifest as ms
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import sched_version as sv
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from cases import CONFIG_PATH, GOLDEN, MANIFEST_PATH, POLICY_PATH, TAS_EXTENDER, TAS_URL, USER_CONFIG_PATH  # noqa: E402

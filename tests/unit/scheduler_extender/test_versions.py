@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils import _k8s_version as kv
-from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_config as sc
-from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_version as sv
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster import k8s_version as kv
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import sched_config as sc
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import sched_version as sv
 
 DIGEST = "sha256:" + "ab" * 32
 
@@ -156,7 +156,7 @@ def test_created_config_binds_the_plain_http_port_to_loopback_where_the_manifest
 
     import kubeadm_manifests
     import yaml
-    from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_manifest as ms
+    from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import sched_manifest as ms
     from cases import CONFIG_PATH, MANIFEST_PATH, POLICY_PATH, TAS_EXTENDER, typed
 
     # kubeadm's own manifest of that release, with the port flag it passes replaced by the case's

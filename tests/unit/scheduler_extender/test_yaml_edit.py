@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from ansible_collections.poweraware.k8s.plugins.module_utils import _yaml_edit as ye
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import yaml_edit as ye
 
 POD = """\
 apiVersion: v1
@@ -496,7 +496,7 @@ def test_the_fallback_dump_does_not_wrap_long_lines():
 
 
 def test_comment_lines_are_the_ones_a_reemission_drops():
-    from ansible_collections.poweraware.k8s.plugins.module_utils._yaml_edit import comment_lines
+    from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler.yaml_edit import comment_lines
 
     text = (
         "# head\n"  # 1: a comment

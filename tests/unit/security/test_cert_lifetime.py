@@ -1,10 +1,13 @@
-"""Certificate lifetimes checked before anything is issued (module_utils/_cert_lifetime.py,
+"""Certificate lifetimes checked before anything is issued (module_utils/cluster/cert_lifetime.py,
 filter certificate_lifetime_errors): the CA outlives its leaves, renewal windows fit."""
 
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.poweraware.k8s.plugins.filter.certificate_lifetime_errors import FilterModule
-from ansible_collections.poweraware.k8s.plugins.module_utils._cert_lifetime import lifetime_errors, relative_seconds
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.cert_lifetime import (
+    lifetime_errors,
+    relative_seconds,
+)
 
 lifetime = FilterModule().filters()["certificate_lifetime_errors"]
 DAY = 86400

@@ -10,7 +10,7 @@ import datetime
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.poweraware.k8s.plugins.filter.certificate_renewal_due import FilterModule
-from ansible_collections.poweraware.k8s.plugins.module_utils._cert_lifetime import renewal_due
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.cert_lifetime import renewal_due
 from poweraware_testing import self_signed_pem
 
 due = FilterModule().filters()["certificate_renewal_due"]

@@ -1,4 +1,4 @@
-"""Images pinned by digest (module_utils/_image.py, filter image_reference, docs/security.md "Images").
+"""Images pinned by digest (module_utils/cluster/image.py, filter image_reference, docs/security.md "Images").
 
 Every role that deploys an image has the three variables, builds its pods' reference with the
 filter, and either pins the default tag by a digest whose source the docs name, or the docs say why
@@ -12,9 +12,9 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.poweraware.k8s.plugins.filter.image_reference import FilterModule
-from ansible_collections.poweraware.k8s.plugins.module_utils._descheduler import DIGESTS as DESCHEDULER_DIGESTS
-from ansible_collections.poweraware.k8s.plugins.module_utils._descheduler import RELEASES
-from ansible_collections.poweraware.k8s.plugins.module_utils._image import image_reference, reference_errors
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.image import image_reference, reference_errors
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler.descheduler import DIGESTS as DESCHEDULER_DIGESTS
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler.descheduler import RELEASES
 from poweraware_testing import documented_images, role_defaults
 
 REPO = pathlib.Path(__file__).resolve().parents[3]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.poweraware.k8s.plugins.filter.pod_security_labels import pod_security_labels
-from ansible_collections.poweraware.k8s.plugins.module_utils._pod_security import LEVELS, PREFIX
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.pod_security import LEVELS, PREFIX
 
 ARGS = ("monitoring", "restricted", "prometheus", "its pods run as non-root", "prometheus_namespace")
 

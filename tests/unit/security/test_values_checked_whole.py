@@ -19,15 +19,9 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 from ansible_collections.poweraware.k8s.plugins.filter.power_models_errors import power_models_errors
-from ansible_collections.poweraware.k8s.plugins.module_utils import (
-    _image,
-    _peaks,
-    _quantity,
-    _sched_config,
-    _tas_policy,
-    _yaml_edit,
-)
-from ansible_collections.poweraware.k8s.plugins.module_utils import _k8s_names as k8s_names
+from ansible_collections.poweraware.k8s.plugins.module_utils import k8s_names, quantity
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster import image
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import peaks, sched_config, tas_policy, yaml_edit
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 
@@ -58,8 +52,8 @@ def _policy(name="power", namespace="default", metric="power", labels=("power=hi
     ],
 )
 def test_tas_policy_names_are_checked_whole(field, policy):
-    assert _tas_policy.validate_policy(_policy()) == []
-    errors = _tas_policy.validate_policy(policy)
+    assert tas_policy.validate_policy(_policy()) == []
+    errors = tas_policy.validate_policy(policy)
     assert len(errors) == 1 and field in errors[0], errors
 
 
@@ -71,37 +65,37 @@ def test_scheduler_extender_verbs_and_resource_prefixes_are_checked_whole():
             "tls": {"ca_file": "/etc/kubernetes/pki/tas/ca.crt", "server_name": "tas.kube-system.svc"},
         }
     ]
-    assert _sched_config.normalize_extenders(copy.deepcopy(good))[1] == []
+    assert sched_config.normalize_extenders(copy.deepcopy(good))[1] == []
     bad = [{**good[0], "filter_verb": "scheduler/filter\n"}]
-    assert _sched_config.normalize_extenders(bad)[1] == [
+    assert sched_config.normalize_extenders(bad)[1] == [
         "extenders[0].filter_verb must be a URL path such as 'scheduler/filter', got 'scheduler/filter\\n'"
     ]
     bad_name = [{**good[0], "tls": {**good[0]["tls"], "server_name": "tas.kube-system.svc\n"}}]
-    errors = _sched_config.normalize_extenders(bad_name)[1]
+    errors = sched_config.normalize_extenders(bad_name)[1]
     assert len(errors) == 1 and errors[0].startswith("extenders[0].tls.server_name 'tas.kube-system.svc\\n' is not")
     assert k8s_names.extended_resource_name_problems("poweraware.io/power") == []
     assert k8s_names.extended_resource_name_problems("poweraware.io\n/power") == [
         "its prefix part 'poweraware.io\\n' is not a lower-case DNS subdomain of at most 253 characters"
     ]
     assert k8s_names.extended_resource_name_problems("poweraware.io/power\n") != []
-    assert _sched_config.is_cluster_dns_name("tas.kube-system.svc")
-    assert not _sched_config.is_cluster_dns_name("tas.kube-system.svc\n")
+    assert sched_config.is_cluster_dns_name("tas.kube-system.svc")
+    assert not sched_config.is_cluster_dns_name("tas.kube-system.svc\n")
 
 
 def test_image_tags_digests_and_quantities_are_checked_whole():
-    assert _image.reference_errors("registry.k8s.io/kube-state-metrics", "v2.13.0", "", "ksm") == []
-    assert len(_image.reference_errors("registry.k8s.io/kube-state-metrics", "v2.13.0\n", "", "ksm")) == 1
+    assert image.reference_errors("registry.k8s.io/kube-state-metrics", "v2.13.0", "", "ksm") == []
+    assert len(image.reference_errors("registry.k8s.io/kube-state-metrics", "v2.13.0\n", "", "ksm")) == 1
     digest = "sha256:" + "0" * 64
-    assert _image.reference_errors("registry.k8s.io/kube-state-metrics", "v2.13.0", digest, "ksm") == []
-    assert len(_image.reference_errors("registry.k8s.io/kube-state-metrics", "v2.13.0", digest + "\n", "ksm")) == 1
-    assert _quantity.parse_cpu_quantity("500m") == 500
-    with pytest.raises(_quantity.QuantityError, match="is not a Kubernetes CPU quantity"):
-        _quantity.parse_cpu_quantity("500m\n")
+    assert image.reference_errors("registry.k8s.io/kube-state-metrics", "v2.13.0", digest, "ksm") == []
+    assert len(image.reference_errors("registry.k8s.io/kube-state-metrics", "v2.13.0", digest + "\n", "ksm")) == 1
+    assert quantity.parse_cpu_quantity("500m") == 500
+    with pytest.raises(quantity.QuantityError, match="is not a Kubernetes CPU quantity"):
+        quantity.parse_cpu_quantity("500m\n")
 
 
 def test_peaks_load_watcher_address_is_checked_whole():
     def address_errors(address):
-        return [e for e in _peaks.plan({"data": {}}, "k", "peaks", address)["errors"] if "load-watcher" in e]
+        return [e for e in peaks.plan({"data": {}}, "k", "peaks", address)["errors"] if "load-watcher" in e]
 
     assert address_errors("http://load-watcher.kube-system.svc:2020") == []
     assert len(address_errors("http://load-watcher.kube-system.svc:2020\n")) == 1
@@ -109,12 +103,12 @@ def test_peaks_load_watcher_address_is_checked_whole():
 
 def test_yaml_edit_quotes_a_value_with_a_trailing_newline():
     # Written plain, "v1.36.3\n" would read back as "v1.36.3": the scalar must keep its newline.
-    text = _yaml_edit.scalar("v1.36.3\n")
+    text = yaml_edit.scalar("v1.36.3\n")
     assert yaml.safe_load(f"key: {text}\n")["key"] == "v1.36.3\n"
-    assert _yaml_edit.scalar("v1.36.3") == "v1.36.3"
+    assert yaml_edit.scalar("v1.36.3") == "v1.36.3"
     for value in ("it's\n", "tab\there", "bell\a", "caf\u00e9\n"):
-        assert yaml.safe_load(f"key: {_yaml_edit.scalar(value)}\n")["key"] == value, value
-    assert _yaml_edit.scalar("it's") == "'it''s'"  # printable: single quotes, as before
+        assert yaml.safe_load(f"key: {yaml_edit.scalar(value)}\n")["key"] == value, value
+    assert yaml_edit.scalar("it's") == "'it''s'"  # printable: single quotes, as before
 
 
 # The roles' own assertions, rendered by Ansible's Templar as a run would.

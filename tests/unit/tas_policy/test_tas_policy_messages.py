@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils import _tas_policy as tp
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import tas_policy as tp
 
 POLICY = {
     "apiVersion": "telemetry.intel.com/v1alpha1",

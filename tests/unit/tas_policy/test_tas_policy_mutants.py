@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils import _tas_policy as tp
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import tas_policy as tp
 
 LABELS = {"app.kubernetes.io/name": "telemetry-aware-scheduling", "app.kubernetes.io/managed-by": "poweraware.k8s"}
 STRATEGIES = {"dontschedule": {"rules": [{"metricname": "m", "operator": "GreaterThan", "target": 1}]}}

@@ -19,7 +19,10 @@ from ansible_collections.poweraware.k8s.plugins.filter.tas_policy_errors import 
 from ansible_collections.poweraware.k8s.plugins.filter.tas_policy_moved import tas_policy_moved
 from ansible_collections.poweraware.k8s.plugins.filter.tas_policy_node_permissions import tas_policy_node_permissions
 from ansible_collections.poweraware.k8s.plugins.filter.tas_policy_objects import tas_policy_objects
-from ansible_collections.poweraware.k8s.plugins.module_utils._tas_policy import MANAGED_LABELS, node_labeling_strategies
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler.tas_policy import (
+    MANAGED_LABELS,
+    node_labeling_strategies,
+)
 from poweraware_testing import TAS_README_POLICY as README_POLICY
 
 ROLE = pathlib.Path(__file__).resolve().parents[3] / "roles" / "tas_policy"

@@ -1,5 +1,5 @@
 # ruff: noqa: E501 - the catalogue holds exact, long messages
-"""TASPolicy validation (plugins/module_utils/_tas_policy.py, filter tas_policy_errors).
+"""TASPolicy validation (plugins/module_utils/scheduler/tas_policy.py, filter tas_policy_errors).
 
 The validator is checked against hand-written good and bad policies and, property-based, against
 the CRD's own openAPI schema (roles/tas/files/taspolicy-crd.yml): whatever the validator accepts the
@@ -18,7 +18,7 @@ from ansible_collections.poweraware.k8s.plugins.filter.tas_policy_errors import 
 from ansible_collections.poweraware.k8s.plugins.filter.tas_policy_node_labeling import FilterModule as LabelingModule
 from ansible_collections.poweraware.k8s.plugins.filter.tas_policy_node_permissions import tas_policy_node_permissions
 from ansible_collections.poweraware.k8s.plugins.filter.tas_policy_normalized import FilterModule as NormalizeModule
-from ansible_collections.poweraware.k8s.plugins.module_utils._tas_policy import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler.tas_policy import (
     INT64_MAX,
     INT64_MIN,
     LOGICAL_OPERATORS,

@@ -16,7 +16,7 @@ from poweraware_testing import load_module
 REPO = pathlib.Path(__file__).resolve().parents[3]
 FILES = REPO / "roles" / "collectd" / "files"
 
-zones = load_module("_power_zones", REPO / "plugins" / "module_utils" / "_power_zones.py")
+zones = load_module("poweraware_power_zones", REPO / "plugins" / "module_utils" / "node_power" / "power_zones.py")
 reader = load_module("energy_reader", FILES / "energy_reader.py")
 rapl = load_module("rapl_power", FILES / "rapl_power.py")
 
@@ -272,7 +272,8 @@ def test_a_counter_the_reader_refuses_is_logged_with_the_readers_hint(served, tm
 
 
 @pytest.mark.parametrize(
-    "path", [FILES / "rapl_power.py", FILES / "energy_reader.py", REPO / "plugins/module_utils/_power_zones.py"]
+    "path",
+    [FILES / "rapl_power.py", FILES / "energy_reader.py", REPO / "plugins/module_utils/node_power/power_zones.py"],
 )
 def test_files_the_image_runs_stay_valid_for_python_3_6(path):
     """collectd's embedded Python and the reader's python3 are the image's, which may be as old as

@@ -8,16 +8,15 @@ import pathlib
 import re
 
 import pytest
-from ansible_collections.poweraware.k8s.plugins.module_utils import _power_zones as pz
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power import power_zones as pz
 from poweraware_testing import load_module
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 PLUGIN = REPO / "roles" / "collectd" / "files" / "rapl_power.py"
-ZONES = REPO / "plugins" / "module_utils" / "_power_zones.py"
+ZONES_KEY = "ansible_collections.poweraware.k8s.plugins.module_utils.node_power.power_zones.py"
 
-
-# As in the collectd pod: _power_zones.py sits beside the plugin and imports as a top-level module.
-zones = load_module("_power_zones", ZONES)
+# As in the collectd pod, the plugin imports the collection's power_zones by its real name.
+zones = pz
 rapl = load_module("rapl_power", PLUGIN)
 
 BIG = 262_143_328_850
@@ -333,7 +332,7 @@ def test_garbage_counter_is_reported(tmp_path):
 
 # --- one implementation of zone discovery, shared with cpu_power_info ---------------------------
 def test_plugin_uses_the_module_utils_discovery_itself():
-    """No copy: the plugin's discovery functions are _power_zones' own objects."""
+    """No copy: the plugin's discovery functions are power_zones' own objects."""
     for name in (
         "FileSystem",
         "discover_rapl_zones",
@@ -346,27 +345,33 @@ def test_plugin_uses_the_module_utils_discovery_itself():
     assert "def discover_rapl_zones" not in PLUGIN.read_text()
 
 
-def test_collectd_role_ships_power_zones_beside_the_plugin():
+def test_collectd_role_ships_the_code_the_plugin_imports():
     import yaml
+    from ansible_collections.poweraware.k8s.plugins.filter.module_utils_closure import module_utils_closure
 
     deploy = yaml.safe_load((REPO / "roles/collectd/tasks/deploy.yml").read_text())
     facts = next(
         t["ansible.builtin.set_fact"] for t in deploy if "_collectd_plugin" in t.get("ansible.builtin.set_fact", {})
     )
-    assert "plugins/module_utils/_power_zones.py" in facts["_collectd_power_zones"]
+    assert "'rapl_power.py', rstrip=false) | poweraware.k8s.module_utils_closure(" in facts["_collectd_code"]
+    assert [f["path"].replace("/", ".") for f in module_utils_closure(PLUGIN.read_text())] == [ZONES_KEY]
     apply = next(t for t in deploy if t.get("name", "").startswith("Apply the collectd ConfigMap"))
     assert "'configmap.yml.j2'" in apply["poweraware.k8s.k8s_apply"]["template"]
     configmap = (REPO / "roles/collectd/templates/configmap.yml.j2").read_text()
     data = re.findall(r"^  ([\w.]+): \{\{", configmap.split("\ndata:\n", 1)[1], re.M)
-    assert set(data) == {"collectd.conf", "rapl_power.py", "_power_zones.py", "energy_reader.py"}
+    assert set(data) == {"collectd.conf", "rapl_power.py", "energy_reader.py"}
+    assert "{% for file in _collectd_code %}\n  {{ file.path | replace('/', '.') }}: {{ file.content" in configmap
     daemonset = (REPO / "roles/collectd/templates/daemonset.yml.j2").read_text()
-    assert "- key: _power_zones.py\n                path: plugins/_power_zones.py" in daemonset
+    assert (
+        "{% for file in _collectd_code %}\n              - key: {{ file.path | replace('/', '.') }}\n"
+        "                path: plugins/{{ file.path }}" in daemonset
+    )
     assert "- key: energy_reader.py\n                path: plugins/energy_reader.py" in daemonset
 
 
 def test_plugin_and_cpu_power_info_name_the_same_zones(tmp_path):
-    from ansible_collections.poweraware.k8s.plugins.module_utils._cpu_topology import read_rapl
-    from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import SysfsAccessor
+    from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.cpu_topology import read_rapl
+    from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.sysfs import SysfsAccessor
 
     powercap = tmp_path / "class" / "powercap"
     make_zone(powercap, "intel-rapl:0", "package-1-die-0")
@@ -443,9 +448,7 @@ def test_rapl_wins_over_hwmon(tmp_path):
     ] == ["energy_uj"]
 
 
-# --- _power_zones as the collection imports it (cpu_power_info) --------------------------------------
-# The tests above reach _power_zones through the plugin, which loads it as a top-level module; these
-# call the collection's module itself (pz).
+# --- power_zones called directly, as cpu_power_info calls it -----------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ community.crypto would change. Hence every check is exact and every unknown is a
   and group (community.crypto's openssl_privatekey regenerates on type, size or curve, and sets
   mode, owner and group);
 * the certificate: present, PEM, mode 0644 and the wanted owner and group, not due for renewal
-  (community.crypto's valid_at, _cert_lifetime.renewal_due), its public key the key's, its subject,
+  (community.crypto's valid_at, cert_lifetime.renewal_due), its public key the key's, its subject,
   SANs, basic constraints, key usage and extended key usage exactly the CSR's (openssl_csr_pipe's
   defaults: basic constraints and key usage critical, SANs and extended key usage not), no other
   extension than the key identifiers the signer adds, and issued by the CA: a CA by itself (its
@@ -29,8 +29,8 @@ from __future__ import annotations
 import datetime
 import ipaddress
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._cert_files import public_key_pem
-from ansible_collections.poweraware.k8s.plugins.module_utils._cert_lifetime import renewal_due
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.cert_files import public_key_pem
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.cert_lifetime import renewal_due
 
 try:
     from cryptography import x509

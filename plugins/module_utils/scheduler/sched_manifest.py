@@ -26,10 +26,10 @@ import hashlib
 import json
 import posixpath
 
-from ansible_collections.poweraware.k8s.plugins.module_utils import _k8s_version as kv
-from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_config as sc
-from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_version as sv
-from ansible_collections.poweraware.k8s.plugins.module_utils._yaml_edit import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster import k8s_version as kv
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import sched_config as sc
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import sched_version as sv
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler.yaml_edit import (
     KeyRemove,
     KeySet,
     SeqAppend,
@@ -567,9 +567,9 @@ def plan_present(
 ):
     """Compute the manifest and config/policy file for ``state=present``.
 
-    ``extenders`` must come from ``_sched_config.normalize_extenders`` (already validated);
+    ``extenders`` must come from ``sched_config.normalize_extenders`` (already validated);
     ``read_file(node_path)`` returns a file's text or None. Raises ManifestError or
-    ``_sched_config.ConfigError`` / ``_k8s_version.VersionError`` with a clear message.
+    ``sched_config.ConfigError`` / ``k8s_version.VersionError`` with a clear message.
     """
     result = Plan()
     result.manifest_before = manifest_text

@@ -38,14 +38,14 @@ from __future__ import annotations
 
 import math
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._node_input import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.node_input import (
     NodeInputError,
     cpu_millicores,
     node_input,
     node_list,
 )
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import PowerModelError, compile_model
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_score import PowerScoreError
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_model import PowerModelError, compile_model
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_score import PowerScoreError
 
 __all__ = [
     "STATUSES",
@@ -75,7 +75,7 @@ def _fail(where, field, problem):
 
 
 def _checked(check, *args, **fields):
-    """Run one of ``_node_input``'s checks, its error worded as this module's."""
+    """Run one of ``node_input``'s checks, its error worded as this module's."""
     try:
         return check(*args, **fields)
     except NodeInputError as err:
@@ -147,7 +147,7 @@ def rank_nodes(nodes, pod_cpu_request, pod_memory_request=None, wake="pod", pod_
     ``wake``: how powered-off nodes are ordered, ``"pod"`` (predicted power to run this pod, idle
     included) or ``"efficiency"`` (best predicted watts per CPU). ``pod_cpu_size``: the CPU the
     pod's power is predicted for, millicores (default: its request); fitting always uses the request.
-    A pod that requests no CPU is sized as kube-scheduler's scoring sizes it (``_extender``'s
+    A pod that requests no CPU is sized as kube-scheduler's scoring sizes it (``extender``'s
     ``DEFAULT_POD_CPU_M``), or every node's jump is 0 W and they all tie.
 
     Each result: ``name``, ``rank`` (1 = best), ``score`` (0..100), ``status`` (see ``STATUSES``),

@@ -5,7 +5,7 @@
 Kernel facts (Documentation/power/powercap/powercap.rst, drivers/powercap/powercap_sys.c,
 drivers/powercap/intel_rapl_common.c):
 
-* Package zones are found and named by ``_power_zones.discover_rapl_zones`` (``package-N``).
+* Package zones are found and named by ``power_zones.discover_rapl_zones`` (``package-N``).
 * Each zone has ``enabled`` and constraints ``constraint_K_{name, power_limit_uw,
   time_window_us, max_power_uw[, min_power_uw, max_time_window_us, min_time_window_us]}``;
   ``constraint_0`` is ``long_term`` (PL1), ``constraint_1`` ``short_term`` (PL2).
@@ -44,8 +44,8 @@ import errno
 import math
 import re
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_zones import discover_rapl_zones
-from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import POWERCAP_DIR, _read_optional
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.power_zones import discover_rapl_zones
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.sysfs import POWERCAP_DIR, read_optional
 
 CONTROL = "power_cap"
 KEYS = ("watts", "time_window_us", "packages", "constraint", "allow_below_floor")
@@ -64,7 +64,7 @@ _CONSTRAINT = re.compile(r"^constraint_(\d+)_name$")
 
 
 def _int(acc, rel):
-    text = _read_optional(acc, rel)
+    text = read_optional(acc, rel)
     return int(text) if text is not None and text.isdigit() else None
 
 
@@ -85,7 +85,7 @@ def _constraints(acc, rel):
         out.append(
             {
                 "index": k,
-                "name": _read_optional(acc, prefix + "name"),
+                "name": read_optional(acc, prefix + "name"),
                 "power_limit_uw": _int(acc, prefix + "power_limit_uw"),
                 "time_window_us": _int(acc, prefix + "time_window_us"),
                 "max_power_uw": _int(acc, prefix + "max_power_uw"),
@@ -111,7 +111,7 @@ def read_powercap(acc):
                 "package": zone["package"],
                 "die": zone["die"],
                 "path": zone["path"],
-                "enabled": _read_optional(acc, f"{zone['path']}/enabled"),
+                "enabled": read_optional(acc, f"{zone['path']}/enabled"),
                 "constraints": _constraints(acc, zone["path"]),
             }
         )

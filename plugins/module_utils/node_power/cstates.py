@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._cpulist import format_cpulist
-from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import CPU_DIR, _read_optional
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.cpulist import format_cpulist
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.sysfs import CPU_DIR, read_optional
 
 CONTROL = "cstates"
 KEYS = ("disable", "enable", "max_latency_us")
@@ -55,11 +55,11 @@ def read_cpu_states(acc, cpu):
                 "index": int(match.group(1)),
                 "state": entry,
                 "path": rel,
-                "name": _read_optional(acc, f"{rel}/name"),
-                "desc": _read_optional(acc, f"{rel}/desc"),
-                "latency_us": _int_or_none(_read_optional(acc, f"{rel}/latency")),
-                "residency_us": _int_or_none(_read_optional(acc, f"{rel}/residency")),
-                "disable": _read_optional(acc, f"{rel}/disable"),
+                "name": read_optional(acc, f"{rel}/name"),
+                "desc": read_optional(acc, f"{rel}/desc"),
+                "latency_us": _int_or_none(read_optional(acc, f"{rel}/latency")),
+                "residency_us": _int_or_none(read_optional(acc, f"{rel}/residency")),
+                "disable": read_optional(acc, f"{rel}/disable"),
             }
         )
     states.sort(key=lambda s: s["index"])
@@ -68,8 +68,8 @@ def read_cpu_states(acc, cpu):
 
 def read_cpuidle(acc, online):
     """Driver, governor and the states of every online CPU."""
-    driver = _read_optional(acc, f"{CPU_DIR}/cpuidle/current_driver")
-    governor = _read_optional(acc, f"{CPU_DIR}/cpuidle/current_governor") or _read_optional(
+    driver = read_optional(acc, f"{CPU_DIR}/cpuidle/current_driver")
+    governor = read_optional(acc, f"{CPU_DIR}/cpuidle/current_governor") or read_optional(
         acc, f"{CPU_DIR}/cpuidle/current_governor_ro"
     )
     cpus = {}

@@ -1,7 +1,7 @@
 # Copyright: poweraware.k8s contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The one check of a node as the scorers take it: the power score (``_power_score``) and the
-placement policy (``_placement_score``) read the same node mappings, so they check them here, with
+"""The one check of a node as the scorers take it: the power score (``power_score``) and the
+placement policy (``placement_score``) read the same node mappings, so they check them here, with
 the same rules and messages. Each scorer puts its own name before a message (``power score: ...``).
 
 A scorer asks for the fields it reads and no others: a field it ignores is not checked, so a
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._quantity import QuantityError, parse_cpu_quantity
+from ansible_collections.poweraware.k8s.plugins.module_utils.quantity import QuantityError, parse_cpu_quantity
 
 __all__ = ["NODE_INPUT_FIELDS", "NodeInputError", "cpu_millicores", "node_input", "node_list"]
 

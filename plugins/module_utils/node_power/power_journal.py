@@ -19,14 +19,18 @@ import json
 import os
 import time
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._cpu_topology import MANAGED_ATTRS
-from ansible_collections.poweraware.k8s.plugins.module_utils._cpulist import CpuListError, format_cpulist, parse_cpulist
-from ansible_collections.poweraware.k8s.plugins.module_utils._node_files import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_files.files import (
     LOCK_WAIT_S,
     atomic_write,
     lock_directory,
 )
-from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import CPU_DIR, POWERCAP_DIR, PowerError
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.cpu_topology import MANAGED_ATTRS
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.cpulist import (
+    CpuListError,
+    format_cpulist,
+    parse_cpulist,
+)
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.sysfs import CPU_DIR, POWERCAP_DIR, PowerError
 
 DEFAULT_STATE_FILE = "/var/lib/poweraware/cpu_power_state.json"
 STATE_VERSION = 1
@@ -218,9 +222,7 @@ class StateStore:
         check_state_path(path)
         self.path = path
         self.data = {"version": STATE_VERSION, "policies": {}}
-        self.existed = False
         if os.path.exists(path):
-            self.existed = True
             try:
                 with open(path) as handle:
                     loaded = json.load(handle)
@@ -324,7 +326,6 @@ class StateStore:
         text = json.dumps(self.data, indent=2, sort_keys=True) + "\n"
         atomic_write(self.path, text, mode=0o644, prefix=".cpu_power_state.", fsync=True)
         self.saved = copy.deepcopy(self.data)
-        self.existed = True
 
     def rewind(self, snapshot, keep_policies=(), keep_paths=()):
         """Go back to ``snapshot`` (the file before a failed run), keeping the originals this run

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._cpu_topology import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.cpu_topology import (
     EPP,
     GOV,
     MANAGED_ATTRS,
@@ -31,41 +31,45 @@ from ansible_collections.poweraware.k8s.plugins.module_utils._cpu_topology impor
     gather_cpufreq_info,
     normalize_epp,
 )
-from ansible_collections.poweraware.k8s.plugins.module_utils._cpufreq_plan import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.cpufreq_plan import (
     Request,
-    _values_equal,
     order_writes,
     plan_absent,
     plan_present,
     resolve_cpus,
+    values_equal,
 )
-from ansible_collections.poweraware.k8s.plugins.module_utils._cpulist import format_cpulist, parse_cpulist
-from ansible_collections.poweraware.k8s.plugins.module_utils._cstates import cpuidle_facts, plan_cstates, read_cpuidle
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_journal import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.cpulist import format_cpulist, parse_cpulist
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.cstates import (
+    cpuidle_facts,
+    plan_cstates,
+    read_cpuidle,
+)
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.power_journal import (
     DEFAULT_STATE_FILE,
     StateStore,
     state_lock,
 )
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_zones import find_power_source
-from ansible_collections.poweraware.k8s.plugins.module_utils._powercap import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.power_zones import find_power_source
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.powercap import (
     POWER_TOLERANCE_UW,
     plan_power_cap,
     powercap_facts,
     read_powercap,
     zone_identity,
 )
-from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.sysfs import (
     HWMON_DIR,
     POWERCAP_DIR,
     ApplyError,
     PowerError,
     SysfsAccessor,
     ValidationError,
-    _describe_oserror,
-    _khz_to_mhz,
-    _read_optional,
+    describe_oserror,
+    khz_to_mhz,
+    read_optional,
 )
-from ansible_collections.poweraware.k8s.plugins.module_utils._uncore import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.uncore import (
     domain_identity,
     plan_uncore,
     read_uncore,
@@ -105,7 +109,7 @@ def _write_policy(acc, topo, item, journal, tolerance_khz):
         except OSError as exc:
             raise ApplyError(
                 f"writing {value!r} to {acc.path(rel)} (CPU {format_cpulist(item['cpus'])}) failed: "
-                f"{_describe_oserror(exc)}"
+                f"{describe_oserror(exc)}"
             ) from exc
         journal.append((item, attr))
     readback = {}
@@ -114,11 +118,11 @@ def _write_policy(acc, topo, item, journal, tolerance_khz):
         try:
             got = acc.read(rel)
         except OSError as exc:
-            raise ApplyError(f"reading back {acc.path(rel)} failed: {_describe_oserror(exc)}") from exc
+            raise ApplyError(f"reading back {acc.path(rel)} failed: {describe_oserror(exc)}") from exc
         readback[attr] = got
         # a number written as EPP reads back as a name where the CPU model names that value
         named = attr == EPP and str(value).isdigit() and got is not None and not got.strip().isdigit()
-        if not named and not _values_equal(attr, got, value, tolerance_khz):
+        if not named and not values_equal(attr, got, value, tolerance_khz):
             raise ApplyError(
                 f"{acc.path(rel)} reads back {got!r} after writing {value!r} (CPU {format_cpulist(item['cpus'])}): "
                 "the kernel clamped or refused the value silently"
@@ -138,15 +142,15 @@ def _rollback(acc, topo, touched, tolerance_khz, failed=None):
         live = {}
         for attr in MANAGED_ATTRS:
             if attr in item["current"]:
-                live[attr] = _read_optional(acc, f"{pol['path']}/{attr}")
+                live[attr] = read_optional(acc, f"{pol['path']}/{attr}")
         target = {a: item["current"][a] for a in item["changes"] if item["current"].get(a) is not None}
-        changes = {a: v for a, v in target.items() if not _values_equal(a, live.get(a), v, tolerance_khz)}
+        changes = {a: v for a, v in target.items() if not values_equal(a, live.get(a), v, tolerance_khz)}
         for attr, value in order_writes(live, changes):
             try:
                 acc.write(f"{pol['path']}/{attr}", value)
                 restored += 1
             except OSError as exc:
-                problems.append(f"{pol['name']}/{attr}={value}: {_describe_oserror(exc)}")
+                problems.append(f"{pol['name']}/{attr}={value}: {describe_oserror(exc)}")
                 if failed is not None:
                     failed.append((pol["name"], attr))
     return restored, problems
@@ -208,7 +212,7 @@ def execute(acc, topo, plan, store=None, check_mode=False, record=True):
 
 
 def mhz(value):
-    return _khz_to_mhz(value)
+    return khz_to_mhz(value)
 
 
 def diff_table(topo, results, after_key="after"):
@@ -363,14 +367,14 @@ def _write_steps(acc, steps, journal):
         except OSError as exc:
             hint = step.get("hints", {}).get(exc.errno)
             raise ApplyError(
-                f"writing {step['target']!r} to {path} ({step['label']}) failed: {_describe_oserror(exc)}"
+                f"writing {step['target']!r} to {path} ({step['label']}) failed: {describe_oserror(exc)}"
                 + (f" - {hint}" if hint else "")
             ) from exc
         journal.append(step)
         try:
             got = acc.read(step["path"])
         except OSError as exc:
-            raise ApplyError(f"reading back {path} failed: {_describe_oserror(exc)}") from exc
+            raise ApplyError(f"reading back {path} failed: {describe_oserror(exc)}") from exc
         if not step_equal(step, got):
             raise ApplyError(
                 f"{path} reads back {got!r} after writing {step['target']!r} ({step['label']}): "
@@ -386,13 +390,13 @@ def _rollback_steps(acc, journal, failed=None):
     problems = []
     for step in reversed(journal):
         # the value read at the start came from the kernel: put back exactly that
-        if step["current"] is None or _read_optional(acc, step["path"]) == step["current"]:
+        if step["current"] is None or read_optional(acc, step["path"]) == step["current"]:
             continue
         try:
             acc.write(step["path"], step["current"])
             restored += 1
         except OSError as exc:
-            problems.append(f"{step['path']}={step['current']}: {_describe_oserror(exc)}")
+            problems.append(f"{step['path']}={step['current']}: {describe_oserror(exc)}")
             if failed is not None:
                 failed.append(step["path"])
     return restored, problems
@@ -718,7 +722,7 @@ def plan_attribute_restore(acc, store, cpus=None, absent=()):
                 "path": path,
                 "cpu": entry.get("cpu"),
                 "label": entry["label"],
-                "current": _read_optional(acc, path),
+                "current": read_optional(acc, path),
                 "target": entry["original"],
                 "compare": compare_mode(path),
                 # the original was read from the kernel: restore it exactly, not within the read-back rule
@@ -785,7 +789,7 @@ def restore_controls(acc, cpus=None, state_file=DEFAULT_STATE_FILE, check_mode=F
 def power_reading_facts(acc, rules=None):
     """Which package power source this machine has (RAPL powercap, else hwmon), as cpu_power_info reports it.
 
-    ``rules`` classify hwmon labels (``_power_zones.hwmon_label_rules``); ``ignored`` lists every
+    ``rules`` classify hwmon labels (``power_zones.hwmon_label_rules``); ``ignored`` lists every
     hwmon energy or power sensor that is not package power, and why.
     """
     found = find_power_source(acc, POWERCAP_DIR, HWMON_DIR, rules)

@@ -28,7 +28,7 @@ __metaclass__ = type
 import json
 
 from ansible.module_utils.common.yaml import HAS_YAML, yaml_load
-from ansible_collections.poweraware.k8s.plugins.module_utils import _sched_manifest as sm
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import sched_manifest as sm
 
 CHOICES = ("fail", "adopt")
 OUR_MANAGER_LABEL = "app.kubernetes.io/managed-by"

@@ -11,13 +11,13 @@ Pure logic without Ansible imports; Python 3.9 compatible (it runs on the manage
 
 The library's stages (one file each):
 
-* ``_sysfs``: this file;
-* ``_cpu_topology``: CPUs, cpufreq policies, RAPL zones, the cpu_power_info facts;
-* ``_power_journal``: the state file holding the originals;
-* ``_cpufreq_plan``: P-state request validation and planning;
-* ``_cstates`` / ``_uncore`` / ``_powercap``: the other controls (discovery, kernel rules, planner);
-* ``_power_zones``: power-reading sources (RAPL zones, hwmon), shared with the collectd plugin;
-* ``_power_apply``: ordered writes, read-back, rollback, the entry points.
+* ``sysfs``: this file;
+* ``cpu_topology``: CPUs, cpufreq policies, RAPL zones, the cpu_power_info facts;
+* ``power_journal``: the state file holding the originals;
+* ``cpufreq_plan``: P-state request validation and planning;
+* ``cstates`` / ``uncore`` / ``powercap``: the other controls (discovery, kernel rules, planner);
+* ``power_zones``: power-reading sources (RAPL zones, hwmon), shared with the collectd plugin;
+* ``power_apply``: ordered writes, read-back, rollback, the entry points.
 """
 
 from __future__ import annotations
@@ -88,19 +88,19 @@ class SysfsAccessor:
             os.close(fd)
 
 
-def _describe_oserror(exc):
+def describe_oserror(exc):
     name = errno.errorcode.get(exc.errno, str(exc.errno)) if exc.errno else "error"
     return f"{name}: {exc.strerror or exc}"
 
 
-def _read_optional(acc, rel):
+def read_optional(acc, rel):
     try:
         return acc.read(rel)
     except OSError:
         return None
 
 
-def _khz_to_mhz(value):
+def khz_to_mhz(value):
     if value is None or not str(value).isdigit():
         return None
     return int(value) // 1000

@@ -3,7 +3,7 @@
 """What a host holds of one certificate: the certificate, its key's public half, its CA (host side).
 
 Read in one module run (certificate_files_info) for the certificate flow's decision on the
-controller (_cert_check). Private key material never leaves this module: of the key only its type,
+controller (cert_check). Private key material never leaves this module: of the key only its type,
 size or curve and its public key are returned. I/O is injected (``stat``, ``read``, ``load_key``)
 so the rules are tested without files. Python 3.8 and the cryptography of the node's distribution.
 """
@@ -21,7 +21,7 @@ _CURVES = {"secp256r1": "secp256r1", "secp384r1": "secp384r1", "secp521r1": "sec
 
 def public_key_pem(public_key):
     """A public key as PEM SubjectPublicKeyInfo text: the form the key and its certificate are
-    compared in (describe_key on the host, _cert_check on the controller)."""
+    compared in (describe_key on the host, cert_check on the controller)."""
     from cryptography.hazmat.primitives import serialization
 
     return public_key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()

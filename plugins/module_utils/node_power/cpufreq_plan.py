@@ -13,20 +13,20 @@ Pure logic without Ansible imports; Python 3.9 compatible.
 
 from __future__ import annotations
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._cpu_topology import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.cpu_topology import (
     EPP,
     GOV,
     MAX,
     MIN,
     normalize_epp,
 )
-from ansible_collections.poweraware.k8s.plugins.module_utils._cpulist import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.cpulist import (
     CpuListError,
     format_cpulist,
     is_decimal,
     parse_cpulist,
 )
-from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import CPU_DIR, ValidationError
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.sysfs import CPU_DIR, ValidationError
 
 
 def _freq_spec_to_khz(spec, pol, label, cpu):
@@ -120,7 +120,7 @@ def resolve_cpus(topo, request):
     return online, skipped
 
 
-def _values_equal(attr, current, desired, tolerance_khz):
+def values_equal(attr, current, desired, tolerance_khz):
     if current is None:
         return desired is None
     if attr in (MIN, MAX):
@@ -241,7 +241,7 @@ def _plan_policy(topo, request, name, cpus, managed_set, tolerance_khz):
     current = dict(pol["values"])
     target = _frequency_target(request, pol, current, first)
     target.update(_governor_epp_target(topo, request, pol, name, current, first))
-    changes = {a: v for a, v in target.items() if not _values_equal(a, current.get(a), v, tolerance_khz)}
+    changes = {a: v for a, v in target.items() if not values_equal(a, current.get(a), v, tolerance_khz)}
     return {"policy": pol, "cpus": cpus, "current": current, "target": target, "changes": changes}
 
 
@@ -324,7 +324,7 @@ def plan_absent(topo, store, cpus=None, tolerance_mhz=100):
         pol = topo.policies[name]
         current = dict(pol["values"])
         target = dict(entry["original"])
-        changes = {a: v for a, v in target.items() if not _values_equal(a, current.get(a), v, tolerance_khz)}
+        changes = {a: v for a, v in target.items() if not values_equal(a, current.get(a), v, tolerance_khz)}
         plan.append({"policy": pol, "cpus": online_members, "current": current, "target": target, "changes": changes})
         forget.append(name)
     return {"policies": plan, "skipped_offline": sorted(set(skipped)), "forget": forget, "tolerance_khz": tolerance_khz}

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._k8s_names import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.k8s_names import (
     is_dns1123_label,
     is_dns1123_subdomain,
     is_label_value,

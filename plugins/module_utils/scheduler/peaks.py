@@ -44,8 +44,11 @@ import json
 import math
 import re
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._k8s_version import VersionError, parse_version
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import PEAKS_COEFFICIENTS, finite_number
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.k8s_version import VersionError, parse_version
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_model import (
+    PEAKS_COEFFICIENTS,
+    finite_number,
+)
 
 __all__ = ["API_VERSION", "WATCHER_PORT", "MAX_JUMP_W", "parse_models", "scheduler_configuration", "skew", "plan"]
 

@@ -20,7 +20,7 @@ import re
 import shutil
 import stat
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._node_files import atomic_write
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_files.files import atomic_write
 
 __all__ = ["DIFF_MAX_BYTES", "Ops", "apply_file_set", "check_file_set", "parse_mode", "plan_file_set"]
 

@@ -31,8 +31,8 @@ import json
 import math
 import operator
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._k8s_names import is_dns1123_subdomain
-from ansible_collections.poweraware.k8s.plugins.module_utils._quantity import parse_cpu_quantity
+from ansible_collections.poweraware.k8s.plugins.module_utils.k8s_names import is_dns1123_subdomain
+from ansible_collections.poweraware.k8s.plugins.module_utils.quantity import parse_cpu_quantity
 
 __all__ = [
     "DEFAULT_KIND",
@@ -630,7 +630,7 @@ def judge_fit(samples, model, peaks, known, min_samples, max_rmse_percent):
 
 
 # The node annotations the power_models role publishes a node's fit under: ``<prefix>/power-model``
-# (what our extender reads: _extender imports it) and ``<prefix>/power-model-quality``.
+# (what our extender reads: extender imports it) and ``<prefix>/power-model-quality``.
 MODEL_ANNOTATION = "power-model"
 QUALITY_ANNOTATION = "power-model-quality"
 
@@ -662,7 +662,7 @@ def node_annotation_objects(results, prefix):
 
 # The upstream Peaks plugin's model file (its NODE_POWER_MODEL): JSON {"<node>": {"k0": .., "k1": ..,
 # "k2": ..}}, P(u) = k0 + k1 * exp(k2 * u). The power_models role publishes it in a ConfigMap; the
-# peaks role reads it back (_peaks.parse_models).
+# peaks role reads it back (scheduler.peaks.parse_models).
 PEAKS_COEFFICIENTS = ("k0", "k1", "k2")
 
 

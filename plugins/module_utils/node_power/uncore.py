@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import CPU_DIR, _read_optional
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.sysfs import CPU_DIR, read_optional
 
 CONTROL = "uncore"
 UNCORE_DIR = CPU_DIR + "/intel_uncore_frequency"
@@ -42,7 +42,7 @@ _TPMI = re.compile(r"^uncore(\d+)$")
 
 
 def _int(acc, rel):
-    text = _read_optional(acc, rel)
+    text = read_optional(acc, rel)
     return int(text) if text is not None and text.isdigit() else None
 
 

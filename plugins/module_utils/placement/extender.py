@@ -4,14 +4,14 @@
 
 Pure Python, standard library only, Python 3.9 compatible: the service (roles/power_extender,
 ``files/poweraware_extender.py``) runs it on a stock Python image, and tests and the benchmarks call
-it directly. Ranking is ``_placement_score.rank_nodes``, the one implementation of the policy the
+it directly. Ranking is ``placement_score.rank_nodes``, the one implementation of the policy the
 placement benchmark calls "ours".
 
 Where utilisation comes from at decision time: the CPU requests of the pods bound to each node, as
 the API reports them (``ClusterState`` keeps their sums from a watch), over the node's CPU capacity.
 This is what kube-scheduler itself counts, it is current the moment a pod is bound, and a burst of
 pods scored on it spreads instead of piling onto the node whose measured figure is still stale (see
-``_placement_score``). The benchmark models the same choice.
+``placement_score``). The benchmark models the same choice.
 
 A node is scored neutrally, with the reason logged by the service, when it has no model annotation,
 its annotation is not a valid model, the extender has not seen the node yet, or the extender's view
@@ -32,13 +32,16 @@ import ipaddress
 import json
 import math
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._placement_score import PlacementScoreError, rank_nodes
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.placement_score import (
+    PlacementScoreError,
+    rank_nodes,
+)
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_model import (
     MODEL_ANNOTATION,
     annotation_prefix_problems,
     compile_model,
 )
-from ansible_collections.poweraware.k8s.plugins.module_utils._quantity import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.quantity import (
     QuantityError,
     parse_byte_quantity,
     parse_cpu_quantity,

@@ -3,8 +3,8 @@
 """Where package power can be read: RAPL powercap zones, or hwmon where RAPL is missing.
 
 The one implementation of zone naming and discovery, used by ``cpu_power_info`` (through
-``_cpu_topology.read_rapl`` and ``_power_apply.gather_info``) and by the collectd plugin
-``roles/collectd/files/rapl_power.py``, which imports this file as ``_power_zones``: the collectd
+``cpu_topology.read_rapl`` and ``power_apply.gather_info``) and by the collectd plugin
+``roles/collectd/files/rapl_power.py``, which imports this file as ``power_zones``: the collectd
 role ships it beside the plugin. So it imports nothing but the standard library.
 
 Sources, in order of preference (``find_power_source``):

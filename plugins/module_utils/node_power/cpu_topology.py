@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import os
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._cpulist import format_cpulist, parse_cpulist
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_zones import discover_rapl_zones
-from ansible_collections.poweraware.k8s.plugins.module_utils._sysfs import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.cpulist import format_cpulist, parse_cpulist
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.power_zones import discover_rapl_zones
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.sysfs import (
     CPU_DIR,
     POWERCAP_DIR,
     PowerError,
-    _khz_to_mhz,
-    _read_optional,
+    khz_to_mhz,
+    read_optional,
 )
 
 MIN = "scaling_min_freq"
@@ -56,7 +56,7 @@ def read_policy(acc, rel, name):
     """Read one cpufreq policy directory into a plain dict (sysfs strings, kHz)."""
 
     def opt(attr):
-        return _read_optional(acc, f"{rel}/{attr}")
+        return read_optional(acc, f"{rel}/{attr}")
 
     def cpus(attr):
         text = opt(attr)
@@ -88,17 +88,17 @@ class Topology:
 
     def __init__(self, acc):
         self.acc = acc
-        present_text = _read_optional(acc, f"{CPU_DIR}/present")
+        present_text = read_optional(acc, f"{CPU_DIR}/present")
         if present_text is None:
             raise PowerError(
                 f"{acc.path(CPU_DIR + '/present')} is missing: this is not a Linux sysfs tree (check sysfs_root)"
             )
         self.present = parse_cpulist(present_text)
-        online_text = _read_optional(acc, f"{CPU_DIR}/online")
+        online_text = read_optional(acc, f"{CPU_DIR}/online")
         self.online = parse_cpulist(online_text) if online_text is not None else list(self.present)
         self.offline = [c for c in self.present if c not in self.online]
-        self.intel_pstate_status = _read_optional(acc, f"{CPU_DIR}/intel_pstate/status")
-        self.amd_pstate_status = _read_optional(acc, f"{CPU_DIR}/amd_pstate/status")
+        self.intel_pstate_status = read_optional(acc, f"{CPU_DIR}/intel_pstate/status")
+        self.amd_pstate_status = read_optional(acc, f"{CPU_DIR}/amd_pstate/status")
         self.policies = {}
         self.cpu_policy = {}
         for cpu in self.online:
@@ -114,7 +114,7 @@ class Topology:
             self.cpu_policy[cpu] = name
         drivers = sorted({p["driver"] for p in self.policies.values() if p["driver"]})
         if not drivers:
-            drivers = [_read_optional(acc, f"{CPU_DIR}/cpufreq/policy0/scaling_driver") or ""]
+            drivers = [read_optional(acc, f"{CPU_DIR}/cpufreq/policy0/scaling_driver") or ""]
         self.driver = drivers[0] or None
 
     @property
@@ -129,7 +129,7 @@ class Topology:
 def read_rapl(acc):
     """RAPL package zones (psys is skipped: it is the platform, not a package).
 
-    Discovery and naming are ``_power_zones.discover_rapl_zones``, shared with the collectd plugin.
+    Discovery and naming are ``power_zones.discover_rapl_zones``, shared with the collectd plugin.
     """
     if not acc.isdir(POWERCAP_DIR):
         return {"available": False, "zones": [], "skipped": []}
@@ -137,8 +137,8 @@ def read_rapl(acc):
     zones = []
     for zone in found:
         rel = zone["path"]
-        tdp_uw = _read_optional(acc, f"{rel}/constraint_0_max_power_uw")
-        max_range = _read_optional(acc, f"{rel}/max_energy_range_uj")
+        tdp_uw = read_optional(acc, f"{rel}/constraint_0_max_power_uw")
+        max_range = read_optional(acc, f"{rel}/max_energy_range_uj")
         try:
             acc.read(f"{rel}/energy_uj")
             readable = True
@@ -161,11 +161,11 @@ def read_rapl(acc):
 def _policy_settings(topo, pol):
     """Limits and current settings of one cpufreq policy, as reported per CPU and per policy."""
     return {
-        "cpuinfo_min_mhz": _khz_to_mhz(pol["cpuinfo_min_freq"]),
-        "cpuinfo_max_mhz": _khz_to_mhz(pol["cpuinfo_max_freq"]),
-        "base_mhz": _khz_to_mhz(pol["base_frequency"]),
-        "scaling_min_mhz": _khz_to_mhz(pol["values"].get(MIN)),
-        "scaling_max_mhz": _khz_to_mhz(pol["values"].get(MAX)),
+        "cpuinfo_min_mhz": khz_to_mhz(pol["cpuinfo_min_freq"]),
+        "cpuinfo_max_mhz": khz_to_mhz(pol["cpuinfo_max_freq"]),
+        "base_mhz": khz_to_mhz(pol["base_frequency"]),
+        "scaling_min_mhz": khz_to_mhz(pol["values"].get(MIN)),
+        "scaling_max_mhz": khz_to_mhz(pol["values"].get(MAX)),
         "governor": pol["values"].get(GOV),
         "epp": normalize_epp(pol["values"].get(EPP)),
     }

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from ._k8s_names import is_dns1123_subdomain
+from ansible_collections.poweraware.k8s.plugins.module_utils.k8s_names import is_dns1123_subdomain
 
 __all__ = ["image_reference", "pull_secret_names", "reference_errors"]
 

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import math
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._node_input import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.node_input import (
     NodeInputError,
     cpu_millicores,
     node_input,
     node_list,
 )
-from ansible_collections.poweraware.k8s.plugins.module_utils._power_model import PowerModelError, compile_model
+from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_model import PowerModelError, compile_model
 
 __all__ = ["MAX_SCORE", "PowerScoreError", "score_nodes", "score_nodes_upstream_peaks"]
 
@@ -52,7 +52,7 @@ def _fail(where, field, problem):
 
 
 def _checked(check, *args, **fields):
-    """Run one of ``_node_input``'s checks, its error worded as this module's."""
+    """Run one of ``node_input``'s checks, its error worded as this module's."""
     try:
         return check(*args, **fields)
     except NodeInputError as err:

@@ -4,7 +4,7 @@
 
 Pure logic, no Ansible import; Python 3.9 compatible (runs on the managed node).
 
-* The API versions each release serves and the conversion between them are in ``_sched_version``.
+* The API versions each release serves and the conversion between them are in ``sched_version``.
 * ``normalize_extenders`` checks the user's extender list (already typed by the module's
   argument spec) up front and returns every problem at once, each with what to change.
 * ``render_extender`` writes one extender in the schema of a KubeSchedulerConfiguration
@@ -20,11 +20,11 @@ import copy
 import ipaddress
 import re
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._k8s_names import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.k8s_names import (
     dns_name_labels,
     extended_resource_name_problems,
 )
-from ansible_collections.poweraware.k8s.plugins.module_utils._sched_version import (
+from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler.sched_version import (
     GROUP,
     KIND,
     POLICY_API_VERSION,
@@ -76,7 +76,7 @@ def url_host(url_prefix):
 def is_cluster_dns_name(host):
     """True for Service DNS names (<svc>.<ns>.svc, <svc>.<ns>.svc.cluster.local, any case, an
     optional final dot): only the cluster DNS resolves them, so kube-scheduler's pod needs
-    dnsPolicy ClusterFirstWithHostNet (_sched_manifest)."""
+    dnsPolicy ClusterFirstWithHostNet (sched_manifest)."""
     labels = dns_name_labels(host.lower()) if isinstance(host, str) else None
     return labels is not None and len(labels) >= 3 and labels[2] == "svc"
 

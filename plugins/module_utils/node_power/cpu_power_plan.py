@@ -13,7 +13,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Mapping
 
-from ansible_collections.poweraware.k8s.plugins.module_utils._cpulist import CpuListError, parse_cpulist
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.cpulist import CpuListError, parse_cpulist
 
 __all__ = ["PROFILE_KEYS", "CSTATES_KEYS", "expand_cpus", "plan_node", "profile_frequency_mhz", "reserved_choice"]
 
