@@ -23,6 +23,10 @@ if str(COLLECTIONS_DIR) not in sys.path:
 # Shared test helpers (poweraware_testing.py) live beside this file.
 if str(REPO_ROOT / "tests") not in sys.path:
     sys.path.insert(0, str(REPO_ROOT / "tests"))
+# The lab package (``import lab``) from the repository root, also where pytest runs from elsewhere
+# (mutmut runs the suite from its staging directory, .cache/mutation/mutants).
+if str(REPO_ROOT) not in sys.path:
+    sys.path.append(str(REPO_ROOT))
 
 
 def shared_data_dir() -> pathlib.Path:
