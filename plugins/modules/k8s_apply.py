@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # Copyright: poweraware.k8s contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-# Documentation only: the action plugin plugins/action/k8s_apply.py runs kubernetes.core.k8s.
+# Documentation only: the action plugin plugins/action/k8s_apply.py runs the kubernetes.core.k8s module.
 
 from __future__ import annotations
 
@@ -10,9 +10,12 @@ module: k8s_apply
 short_description: kubernetes.core.k8s with a check mode that works on a cluster that has never seen the run
 version_added: 0.1.0
 description:
-  - Applies Kubernetes objects exactly as M(kubernetes.core.k8s) does and takes all of its options (only
-    the ones the collection's roles use are listed here). Outside check mode it B(is) M(kubernetes.core.k8s);
-    the same action renders O(template), the same module runs.
+  - Applies Kubernetes objects with the M(kubernetes.core.k8s) module and takes all of its options (only
+    the ones the collection's roles use are listed here). Outside check mode the module runs as
+    M(kubernetes.core.k8s) runs it; this action does what kubernetes.core's does first. It renders O(template)
+    on the controller, and when the module runs on the controller (a local connection) it finds O(kubeconfig)
+    and C(src) there (a relative path in the role's or the playbook's C(files/), a vault-encrypted file
+    decrypted); on a remote host the module reads them there, as given.
   - In check mode M(kubernetes.core.k8s) asks the API server for a server-side dry run, which cannot see
     what the run has not created. An object in a namespace that an earlier task of this run would create,
     or of a kind whose CustomResourceDefinition an earlier task (or the same task) would install, is then
@@ -21,7 +24,10 @@ description:
     run lacks (a namespace or CRD that nothing in the run creates).
   - The namespaces and CRDs a check-mode run applies are kept in the host fact C(_poweraware_dry_run_creates)
     for the later tasks and plays of the same run; a value left by another run (a fact cache) is ignored.
-  - Module defaults for C(group/kubernetes.core.k8s) (such as O(kubeconfig)) apply to this action too.
+  - Module defaults (such as O(kubeconfig)) for C(group/poweraware.k8s.k8s) apply, as ansible-core applies a
+    group's. That group holds this action, M(poweraware.k8s.k8s_info_many) and every module of kubernetes.core's
+    C(k8s) group, so one entry serves a play that uses both collections. Those for C(group/kubernetes.core.k8s)
+    (or the legacy C(group/k8s)) and for C(kubernetes.core.k8s) apply too, as they do to M(kubernetes.core.k8s).
   - A long O(wait) reports its progress every 20 seconds instead of waiting silently (see O(wait)).
 author:
   - poweraware.k8s contributors (@poweraware)
@@ -39,7 +45,8 @@ options:
     description: As in M(kubernetes.core.k8s) (the collection's roles use field manager C(poweraware)).
     type: dict
   template:
-    description: As in M(kubernetes.core.k8s); rendered on the controller.
+    description: As in M(kubernetes.core.k8s); rendered on the controller. Templates that render no object apply
+      nothing (C(changed=false)).
     type: raw
   definition:
     description: As in M(kubernetes.core.k8s).
@@ -72,7 +79,8 @@ options:
     type: int
     default: 120
   kubeconfig:
-    description: As in M(kubernetes.core.k8s); usually from C(module_defaults) for C(group/kubernetes.core.k8s).
+    description: As in M(kubernetes.core.k8s); usually from C(module_defaults) for C(group/kubernetes.core.k8s) or
+      C(group/poweraware.k8s.k8s).
     type: raw
 extends_documentation_fragment:
   - poweraware.k8s.attributes
@@ -89,6 +97,8 @@ attributes:
   facts:
     support: full
     details: In check mode only, C(_poweraware_dry_run_creates) (the namespaces and CRDs this run applies).
+requirements:
+  - the kubernetes.core collection, >= 6.2.0 and < 7.0.0 (the versions tested; a dependency in galaxy.yml)
 seealso:
   - module: kubernetes.core.k8s
 notes:

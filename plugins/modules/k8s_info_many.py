@@ -16,7 +16,7 @@ description:
     small control-plane node); a role that looks for several kinds of objects before it changes anything
     (another installer's CRDs, Deployments and Services) pays that once instead of once per kind.
   - The connection options and the play's C(module_defaults) for C(group/kubernetes.core.k8s) (such as
-    O(kubeconfig)) are those of M(kubernetes.core.k8s_info).
+    O(kubeconfig)) are those of M(kubernetes.core.k8s_info); those for C(group/poweraware.k8s.k8s) apply too.
   - Every query is checked before the client starts; all problems are reported at once and nothing is read.
 author:
   - poweraware.k8s contributors (@poweraware)

@@ -4,8 +4,9 @@
 
 kubernetes.core 6.x's action reads and sets the templar's Jinja `environment` (deprecated in
 ansible-core 2.19, removed in 2.23) and deep-copies the task variables per file. The collection's
-action renders through the templar's public API instead; these tests render the same files both
-ways with ansible's real Templar and compare, and fail on any deprecation our path emits.
+action (which runs kubernetes.core's module, not its action) renders through the templar's public
+API instead; these tests render the same files both ways with ansible's real Templar, ours and
+kubernetes.core's installed action, and compare, and fail on any deprecation our path emits.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
 from ansible.utils.display import Display
+from ansible_collections.kubernetes.core.plugins.action.k8s import ActionModule as KubernetesCoreAction
 from ansible_collections.poweraware.k8s.plugins.action import k8s_apply
 
 TEMPLATES = {
@@ -45,11 +47,11 @@ class _Task:
         self.action = "kubernetes.core.k8s"
 
 
-def _action(tmp_path, args):
+def _action(tmp_path, args, cls=k8s_apply.ActionModule):
     for name, text in TEMPLATES.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
     loader = DataLoader()
-    instance = object.__new__(k8s_apply.ActionModule)
+    instance = object.__new__(cls)
     instance._loader = loader
     instance._templar = Templar(loader=loader, variables=VARS)
     instance._task = _Task(args)
@@ -83,7 +85,7 @@ def deprecations(monkeypatch):
 def test_renders_what_kubernetes_core_renders_without_a_deprecation(tmp_path, deprecations, template):
     ours = _render(k8s_apply.ActionModule, _action(tmp_path, {"template": template}), template)
     assert deprecations == []
-    theirs = _render(k8s_apply._K8sAction, _action(tmp_path, {"template": template}), template)
+    theirs = _render(KubernetesCoreAction, _action(tmp_path, {"template": template}, KubernetesCoreAction), template)
     # kubernetes.core 6.2 (ansible 12's) also passes an empty YAML document on as None; 6.6
     # (ansible 14's) drops it, as this action does with either.
     theirs["definition"] = [d for d in theirs["definition"] if d is not None]

@@ -245,7 +245,7 @@ def action(monkeypatch):
         def execute(self, **kwargs):
             return fake(self, **kwargs)
 
-        monkeypatch.setattr(k8s_apply._K8sAction, "_execute_module", execute)
+        monkeypatch.setattr(k8s_apply.ActionModule, "_execute_module", execute)
         monkeypatch.setattr(k8s_apply.time, "monotonic", fake.monotonic)
         monkeypatch.setattr(k8s_apply.time, "sleep", fake.sleep)
         return fake
