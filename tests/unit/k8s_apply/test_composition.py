@@ -23,7 +23,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.action import ActionBase
 from ansible.template import Templar
 from ansible_collections.poweraware.k8s.plugins.action import k8s_apply, k8s_info_many
-from ansible_collections.poweraware.k8s.plugins.module_utils._dry_run import FACT
+from ansible_collections.poweraware.k8s.plugins.module_utils.cluster.dry_run import FACT
 
 NS = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "tas"}}
 SA = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "tas", "namespace": "tas"}}
