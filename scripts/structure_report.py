@@ -62,7 +62,7 @@ def areas(tree: Tree) -> list[tuple[str, int, int]]:
                 lines[name] += tree.read(path).count("\n")
                 files[name] += 1
                 break
-    return [(name, files[name], lines[name]) for name, _ in AREAS]
+    return [(name, files[name], lines[name]) for name, _prefixes in AREAS]
 
 
 def python_sizes(tree: Tree):
