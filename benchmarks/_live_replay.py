@@ -1,5 +1,5 @@
 """The live placement replay's pieces (benchmarks/live_placement.py), each unit-tested in
-tests/unit/placement/test_live_replay.py; the smoke test (tests/integration/test_power_extender.py)
+tests/unit/benchmarks/test_live_replay.py; the smoke test (tests/integration/test_power_extender.py)
 runs ``replay`` on the lab.
 
 * ``make_slice``: a window of the pod trace, its CPU and memory requests scaled to the cluster and

@@ -1,6 +1,6 @@
 """Event-driven pod placement simulator for the placement benchmark.
 
-Pieces (each unit-tested in tests/unit/placement):
+Pieces (each unit-tested in tests/unit/benchmarks):
 
 * ``load_pods``: the pod trace (CPU request in millicores, memory request in MiB, creation and
   deletion times) from a ``pods.csv`` shaped like Alibaba's cluster-trace-gpu-v2023 ``openb`` pods.

@@ -73,7 +73,7 @@ def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-# --- pure parts (tests/unit/placement/test_site_scale.py) ---------------------------------------------
+# --- pure parts (tests/unit/benchmarks/test_site_scale.py) ---------------------------------------------
 def recap_counts(stdout: str) -> dict[str, int]:
     """Host-task executions and changes of a run, from its PLAY RECAP (summed over the hosts)."""
     counts = {"host_tasks": 0, "changed": 0, "failed": 0, "hosts": 0}

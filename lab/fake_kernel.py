@@ -1,7 +1,7 @@
 """A model of the kernel's sysfs rules on top of a lab/fake_sysfs.py tree: one model, two tiers.
 
 ``FakeKernel`` is a drop-in for ``sysfs.SysfsAccessor``: the unit tests inject it where the module
-utilities take their accessor (tests/unit/node_power/conftest.py), and every lab node's ``/sys``
+utilities take their accessor (tests/unit/plugins/module_utils/node_power/conftest.py), and every lab node's ``/sys``
 is served from it through FUSE (lab/components/node_kernel.py), so the roles, the boot re-apply
 script and anything else on a node meet the same rules over real system calls. Reads come from
 the files; writes go through the rules below and the files are rewritten with what the kernel

@@ -13,7 +13,9 @@ import subprocess
 import sys
 import time
 
+import pytest
 import yaml
+from ansible.errors import AnsibleFilterError
 
 
 def wait_until(check, timeout: float, what: str, interval: float = 0.5):
@@ -278,3 +280,25 @@ EXTENDER_SETTINGS = {
     "power_extender_manifest_path": "/etc/kubernetes/manifests/poweraware-scheduler-extender.yaml",
     "power_extender_pki_dir": "/etc/kubernetes/pki/poweraware-extender",
 }
+
+
+class Recorder:
+    """A stand-in library function: records each call, returns ``result`` or raises ``error``."""
+
+    def __init__(self, result="result", error=None):
+        self.calls = []
+        self.result = result
+        self.error = error
+
+    def __call__(self, *args, **kwargs):
+        self.calls.append((args, kwargs))
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+def raises(call, message):
+    """``call()`` raises AnsibleFilterError with exactly ``message`` (what a filter plugin reports)."""
+    with pytest.raises(AnsibleFilterError) as info:
+        call()
+    assert str(info.value) == message

@@ -20,7 +20,7 @@ import yaml
 from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import sched_config as sc
 from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler import sched_manifest as ms
 
-UNIT = pathlib.Path(__file__).resolve().parents[1] / "unit" / "scheduler_extender"
+UNIT = pathlib.Path(__file__).resolve().parents[1] / "unit" / "plugins" / "module_utils" / "scheduler"
 if str(UNIT) not in sys.path:
     sys.path.insert(0, str(UNIT))
 

@@ -261,8 +261,9 @@ def test_power_policy_present(converged, api):
     }
 
 
-# Each refusal's wording is the unit tests' (tests/unit/tas_policy); here the role's wiring: one run
-# with several bad parameters names every problem at once and applies nothing.
+# Each refusal's wording is the unit tests' (tests/unit/plugins/module_utils/scheduler/test_tas_policy.py,
+# tests/unit/plugins/filter/test_tas_policy_filters.py); here the role's wiring: one run with several bad
+# parameters names every problem at once and applies nothing.
 BAD_POLICY = {
     "tas_policy_metric": "node_package_power_avg",
     "tas_policy_dontschedule_operator": "GreaterThen",

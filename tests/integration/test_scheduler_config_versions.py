@@ -1,9 +1,10 @@
 """Every configuration the scheduler-extender module generates, loaded by a REAL kube-scheduler of a release
 that serves its API version (issue 17, item 2): an oracle independent of the golden files.
 
-The unit goldens (tests/unit/scheduler_extender) are regenerated from the implementation. Here one kube-scheduler
-per configuration API version is built from the Kubernetes Go modules (lab/go/kube-scheduler-v1.*,
-cached like the lab's binaries by ``lab.assets.scheduler_release``, built on first use):
+The unit goldens (tests/unit/plugins/module_utils/scheduler/golden) are regenerated from the
+implementation. Here one kube-scheduler per configuration API version is built from the Kubernetes Go
+modules (lab/go/kube-scheduler-v1.*, cached like the lab's binaries by ``lab.assets.scheduler_release``,
+built on first use):
 
 | release | serves | loads here |
 |---|---|---|
