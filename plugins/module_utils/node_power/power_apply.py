@@ -22,22 +22,14 @@ from __future__ import annotations
 import copy
 
 from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.cpu_topology import (
-    EPP,
-    GOV,
-    MANAGED_ATTRS,
-    MAX,
-    MIN,
     Topology,
     gather_cpufreq_info,
-    normalize_epp,
 )
 from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.cpufreq_plan import (
     Request,
-    order_writes,
     plan_absent,
     plan_present,
     resolve_cpus,
-    values_equal,
 )
 from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.cpulist import format_cpulist, parse_cpulist
 from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.cstates import (
@@ -50,9 +42,14 @@ from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.power_jo
     StateStore,
     state_lock,
 )
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.power_report import (
+    combined_diff,
+    control_summary,
+    diff_table,
+    summarize,
+)
 from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.power_zones import find_power_source
 from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.powercap import (
-    POWER_TOLERANCE_UW,
     plan_power_cap,
     powercap_facts,
     read_powercap,
@@ -65,8 +62,6 @@ from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.sysfs im
     PowerError,
     SysfsAccessor,
     ValidationError,
-    describe_oserror,
-    khz_to_mhz,
     read_optional,
 )
 from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.uncore import (
@@ -74,6 +69,16 @@ from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.uncore i
     plan_uncore,
     read_uncore,
     uncore_facts,
+)
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.writes import (
+    compare_mode,
+    execute,
+    needs_write,
+    rewind_journal,
+    rollback_policies,
+    rollback_steps,
+    run_steps,
+    safe_range_order,
 )
 
 __all__ = [
@@ -96,173 +101,6 @@ __all__ = [
     "restore_profile",
     "summarize",
 ]
-
-
-def _write_policy(acc, topo, item, journal, tolerance_khz):
-    """Write the changed attributes of one policy in safe order, then read every target back."""
-    pol = item["policy"]
-    current = dict(pol["values"])
-    for attr, value in order_writes(current, item["changes"]):
-        rel = f"{pol['path']}/{attr}"
-        try:
-            acc.write(rel, value)
-        except OSError as exc:
-            raise ApplyError(
-                f"writing {value!r} to {acc.path(rel)} (CPU {format_cpulist(item['cpus'])}) failed: "
-                f"{describe_oserror(exc)}"
-            ) from exc
-        journal.append((item, attr))
-    readback = {}
-    for attr, value in item["target"].items():
-        rel = f"{pol['path']}/{attr}"
-        try:
-            got = acc.read(rel)
-        except OSError as exc:
-            raise ApplyError(f"reading back {acc.path(rel)} failed: {describe_oserror(exc)}") from exc
-        readback[attr] = got
-        # a number written as EPP reads back as a name where the CPU model names that value
-        named = attr == EPP and str(value).isdigit() and got is not None and not got.strip().isdigit()
-        if not named and not values_equal(attr, got, value, tolerance_khz):
-            raise ApplyError(
-                f"{acc.path(rel)} reads back {got!r} after writing {value!r} (CPU {format_cpulist(item['cpus'])}): "
-                "the kernel clamped or refused the value silently"
-            )
-    pol["values"].update(readback)
-    return readback
-
-
-def _rollback(acc, topo, touched, tolerance_khz, failed=None):
-    """Return touched policies to the values read at the start of the run, newest first.
-
-    ``failed`` (a list) receives (policy name, attribute) of each write back that failed."""
-    problems = []
-    restored = 0
-    for item in reversed(touched):
-        pol = item["policy"]
-        live = {}
-        for attr in MANAGED_ATTRS:
-            if attr in item["current"]:
-                live[attr] = read_optional(acc, f"{pol['path']}/{attr}")
-        target = {a: item["current"][a] for a in item["changes"] if item["current"].get(a) is not None}
-        changes = {a: v for a, v in target.items() if not values_equal(a, live.get(a), v, tolerance_khz)}
-        for attr, value in order_writes(live, changes):
-            try:
-                acc.write(f"{pol['path']}/{attr}", value)
-                restored += 1
-            except OSError as exc:
-                problems.append(f"{pol['name']}/{attr}={value}: {describe_oserror(exc)}")
-                if failed is not None:
-                    failed.append((pol["name"], attr))
-    return restored, problems
-
-
-def _rewind_journal(store, snapshot, problems, failed_attrs=(), failed_paths=()):
-    """Put the state file back after a rollback (keeping the originals of what stayed changed, see
-    StateStore.rewind); a failure to write it joins ``problems``. Returns the rollback message's
-    note on the kept originals (empty when nothing was kept)."""
-    try:
-        store.rewind(snapshot, failed_attrs, failed_paths)
-    except OSError as err:
-        problems.append(f"state file {store.path}: {err}")
-        return ""
-    return f"; their originals stay in {store.path}: state=absent restores them" if failed_attrs or failed_paths else ""
-
-
-def execute(acc, topo, plan, store=None, check_mode=False, record=True):
-    """Apply a plan. Returns (changed, per-policy results). Raises ApplyError after rolling back."""
-    todo = [item for item in plan["policies"] if item["changes"]]
-    results = []
-    for item in plan["policies"]:
-        after = dict(item["current"])
-        after.update(item["target"])
-        results.append({"item": item, "after": after})
-    if not todo or check_mode:
-        return bool(todo), results
-    snapshot = copy.deepcopy(store.data) if store is not None else None
-    if store is not None and record:
-        for item in todo:
-            for attr in item["changes"]:
-                store.record(item["policy"], attr, item["current"].get(attr))
-        if store.dirty():
-            try:
-                store.save()
-            except OSError as exc:
-                raise ApplyError(f"cannot write state file {store.path}: {exc}; nothing was changed") from exc
-    journal = []
-    touched = []
-    try:
-        for item in todo:
-            touched.append(item)
-            readback = _write_policy(acc, topo, item, journal, plan["tolerance_khz"])
-            for res in results:
-                if res["item"] is item:
-                    res["after"].update(readback)
-    except ApplyError as exc:
-        failed = []
-        restored, problems = _rollback(acc, topo, touched, plan["tolerance_khz"], failed)
-        note = _rewind_journal(store, snapshot, problems, failed) if store is not None else ""
-        if problems:
-            raise ApplyError(
-                f"{exc}; rollback FAILED for: {'; '.join(problems)} - check these attributes by hand{note}"
-            ) from exc
-        raise ApplyError(
-            f"{exc}; rolled back the {restored} value(s) this run had changed, nothing else was touched"
-        ) from exc
-    return True, results
-
-
-def mhz(value):
-    return khz_to_mhz(value)
-
-
-def diff_table(topo, results, after_key="after"):
-    """Per-CPU before/after tables (one line per CPU) for Ansible's diff output."""
-    header = f"{'cpu':>4} {'policy':<10} {'min_mhz':>8} {'max_mhz':>8} {'governor':<12} epp"
-
-    def line(cpu, name, values):
-        epp = normalize_epp(values.get(EPP)) if values.get(EPP) is not None else "-"
-        return (
-            f"{cpu:>4} {name:<10} {str(mhz(values.get(MIN))):>8} {str(mhz(values.get(MAX))):>8} "
-            f"{str(values.get(GOV) or '-'):<12} {epp}"
-        )
-
-    before = [header]
-    after = [header]
-    rows = []
-    for res in results:
-        item = res["item"]
-        for cpu in item["cpus"]:
-            rows.append((cpu, item["policy"]["name"], item["current"], res[after_key]))
-    for cpu, name, cur, new in sorted(rows, key=lambda r: r[0]):
-        before.append(line(cpu, name, cur))
-        after.append(line(cpu, name, new))
-    return {"before": "\n".join(before) + "\n", "after": "\n".join(after) + "\n"}
-
-
-def summarize(topo, results):
-    """Per-policy result entries for the module's return value (MHz, names)."""
-    out = []
-    for res in results:
-        item = res["item"]
-
-        def view(values):
-            return {
-                "min_mhz": mhz(values.get(MIN)),
-                "max_mhz": mhz(values.get(MAX)),
-                "governor": values.get(GOV),
-                "epp": normalize_epp(values.get(EPP)) if values.get(EPP) is not None else None,
-            }
-
-        out.append(
-            {
-                "policy": item["policy"]["name"],
-                "cpus": format_cpulist(item["cpus"]),
-                "changed": sorted(item["changes"]),
-                "before": view(item["current"]),
-                "after": view(res["after"]),
-            }
-        )
-    return out
 
 
 def apply_profile(acc, request, state_file=DEFAULT_STATE_FILE, check_mode=False, tolerance_mhz=100):
@@ -313,160 +151,6 @@ def restore_profile(acc, cpus=None, state_file=DEFAULT_STATE_FILE, check_mode=Fa
 # --------------------------------------------------------------------------------------------
 
 
-def compare_mode(path):
-    """How a read-back of the attribute at ``path`` is judged (also used when restoring)."""
-    if path.endswith("_power_limit_uw"):
-        return "tolerance"
-    if path.endswith("_time_window_us"):
-        return "time_window"
-    return "exact"
-
-
-def step_equal(step, value, target=None):
-    """Whether ``value`` (as read) satisfies ``target`` (default: the step's target) for this attribute."""
-    target = step["target"] if target is None else target
-    if value is None or target is None:
-        return value == target
-    value, target = str(value).strip(), str(target).strip()
-    mode = step.get("compare") or compare_mode(step["path"])
-    if mode == "exact" or not (value.isdigit() and target.isdigit()):
-        return value == target
-    got, want = int(value), int(target)
-    if mode == "tolerance":
-        return abs(got - want) <= step.get("tolerance", POWER_TOLERANCE_UW)
-    # time windows are encoded as 2^Y * (1 + F/4) time units: representable values are a quarter apart
-    return abs(got - want) <= want // 4 + 1000
-
-
-def needs_write(step):
-    """Whether ``step`` must be written: its current value is not what the kernel would hold after
-    the write (``held``, where the planner knows the kernel's granularity), else not the target by
-    the step's read-back rule."""
-    held = step.get("held")
-    if held is not None:
-        return step["current"] is None or str(step["current"]).strip() != str(held).strip()
-    return not step_equal(step, step["current"])
-
-
-def _after(step):
-    """What the attribute holds after the run: the read-back when written, the current value when
-    no write was needed, else (check mode) what the kernel would hold."""
-    if "after" in step:
-        return step["after"]
-    if not needs_write(step):
-        return step["current"]
-    return step["held"] if step.get("held") is not None else step["target"]
-
-
-def _write_steps(acc, steps, journal):
-    """Write each step, then read it back; raises ApplyError on the first failure."""
-    for step in steps:
-        path = acc.path(step["path"])
-        try:
-            acc.write(step["path"], step["target"])
-        except OSError as exc:
-            hint = step.get("hints", {}).get(exc.errno)
-            raise ApplyError(
-                f"writing {step['target']!r} to {path} ({step['label']}) failed: {describe_oserror(exc)}"
-                + (f" - {hint}" if hint else "")
-            ) from exc
-        journal.append(step)
-        try:
-            got = acc.read(step["path"])
-        except OSError as exc:
-            raise ApplyError(f"reading back {path} failed: {describe_oserror(exc)}") from exc
-        if not step_equal(step, got):
-            raise ApplyError(
-                f"{path} reads back {got!r} after writing {step['target']!r} ({step['label']}): "
-                "the kernel clamped or refused the value silently"
-            )
-        step["after"] = got
-
-
-def _rollback_steps(acc, journal, failed=None):
-    """Write back the values read before this run, newest first (``failed`` receives the paths
-    whose write back failed)."""
-    restored = 0
-    problems = []
-    for step in reversed(journal):
-        # the value read at the start came from the kernel: put back exactly that
-        if step["current"] is None or read_optional(acc, step["path"]) == step["current"]:
-            continue
-        try:
-            acc.write(step["path"], step["current"])
-            restored += 1
-        except OSError as exc:
-            problems.append(f"{step['path']}={step['current']}: {describe_oserror(exc)}")
-            if failed is not None:
-                failed.append(step["path"])
-    return restored, problems
-
-
-def _fail_and_roll_back(acc, topo, exc, journal, pstate_items, tolerance_khz, store, snapshot):
-    failed_paths, failed_attrs = [], []
-    restored, problems = _rollback_steps(acc, journal, failed_paths)
-    if pstate_items:
-        count, more = _rollback(acc, topo, pstate_items, tolerance_khz, failed_attrs)
-        restored += count
-        problems.extend(more)
-    note = _rewind_journal(store, snapshot, problems, failed_attrs, failed_paths) if store is not None else ""
-    if problems:
-        raise ApplyError(
-            f"{exc}; rollback FAILED for: {'; '.join(problems)} - check these attributes by hand{note}"
-        ) from exc
-    raise ApplyError(
-        f"{exc}; rolled back the {restored} value(s) this run had changed, nothing else was touched"
-    ) from exc
-
-
-def run_steps(acc, topo, steps, store=None, snapshot=None, pstate_items=(), tolerance_khz=0):
-    """Journal the originals (when ``store`` is given), write ``steps``; roll everything back on failure.
-
-    ``pstate_items`` are the cpufreq policies this run already changed: they are rolled back too.
-    """
-    if store is not None:
-        for step in steps:
-            store.record_attribute(step, step["current"])
-        if store.dirty():
-            try:
-                store.save()
-            except OSError as exc:
-                _fail_and_roll_back(acc, topo, ApplyError(f"cannot write state file {store.path}: {exc}"), [],
-                                    list(pstate_items), tolerance_khz, None, snapshot)  # fmt: skip
-    journal = []
-    try:
-        _write_steps(acc, steps, journal)
-    except ApplyError as exc:
-        _fail_and_roll_back(acc, topo, exc, journal, list(pstate_items), tolerance_khz, store, snapshot)
-
-
-def _control_summary(plan, changed_steps):
-    changed = [s["label"] for s in plan["writes"] if s in changed_steps]
-    return {
-        "available": plan["available"],
-        "changed": changed,
-        "settings": [{"attribute": s["label"], "before": s["current"], "after": _after(s)} for s in plan["writes"]],
-        "messages": plan["messages"],
-    }
-
-
-def _steps_diff(steps):
-    before = [f"{s['label']}: {s['current']}" for s in steps]
-    after = [f"{s['label']}: {_after(s)}" for s in steps]
-    return before, after
-
-
-def _combined_diff(topo, results, steps):
-    diff = diff_table(topo, results) if results else {"before": "", "after": ""}
-    if steps:
-        before, after = _steps_diff(steps)
-        diff = {
-            "before": diff["before"] + "\n".join(before) + "\n",
-            "after": diff["after"] + "\n".join(after) + "\n",
-        }
-    return diff
-
-
 def plan_controls(acc, topo, online, cstates=None, uncore=None, power_cap=None):
     """Plans of the requested controls, in execution order; validation problems are in each plan."""
     plans = []
@@ -479,7 +163,7 @@ def plan_controls(acc, topo, online, cstates=None, uncore=None, power_cap=None):
     return plans
 
 
-def _validate_all(acc, topo, request, controls, tolerance_mhz):
+def validate_all(acc, topo, request, controls, tolerance_mhz):
     """Plan the P-states and every control; raise one ValidationError listing all problems."""
     problems = []
     online, skipped, pstate = [], [], None
@@ -529,7 +213,7 @@ def _nothing_to_apply(request, controls):
 
 
 def _apply_validated(acc, topo, validated, store, check_mode, state_file):
-    """Write what ``_validate_all`` planned (rolling back this part on failure). Returns the result
+    """Write what ``validate_all`` planned (rolling back this part on failure). Returns the result
     and what was written, for a caller that must undo it later (``apply_assignments``)."""
     online, skipped, pstate, plans = validated
     snapshot = copy.deepcopy(store.data)
@@ -545,10 +229,10 @@ def _apply_validated(acc, topo, validated, store, check_mode, state_file):
         "skipped_offline": format_cpulist(pstate["skipped_offline"] if pstate else skipped),
         "driver": topo.driver,
         "policies": summarize(topo, results),
-        "controls": {plan["control"]: _control_summary(plan, steps) for plan in plans},
+        "controls": {plan["control"]: control_summary(plan, steps) for plan in plans},
         "messages": [m for plan in plans for m in plan["messages"]],
         "state_file": state_file,
-        "diff": _combined_diff(topo, results, steps),
+        "diff": combined_diff(topo, results, steps),
     }
     written = {"topo": topo, "items": items, "steps": [] if check_mode else steps, "tolerance_khz": tolerance_khz}
     return result, written
@@ -561,7 +245,7 @@ def apply_controls(acc, request, cstates=None, uncore=None, power_cap=None, stat
     _nothing_to_apply(request, controls)
     with state_lock(state_file, exclusive=not check_mode):
         topo = Topology(acc)
-        validated = _validate_all(acc, topo, request, controls, tolerance_mhz)
+        validated = validate_all(acc, topo, request, controls, tolerance_mhz)
         store, _absent = open_store(acc, state_file)
         result, _written = _apply_validated(acc, topo, validated, store, check_mode, state_file)
         return result
@@ -616,13 +300,13 @@ def _undo_earlier(acc, label, exc, written, store, start, before_failed):
     kept_attrs, kept_paths = _recorded_since(store, before_failed)
     failed_attrs, failed_paths, problems, restored = [], [], [], 0
     for part in reversed(written):
-        count, more = _rollback_steps(acc, part["steps"], failed_paths)
+        count, more = rollback_steps(acc, part["steps"], failed_paths)
         restored += count
         problems.extend(more)
-        count, more = _rollback(acc, part["topo"], part["items"], part["tolerance_khz"], failed_attrs)
+        count, more = rollback_policies(acc, part["topo"], part["items"], part["tolerance_khz"], failed_attrs)
         restored += count
         problems.extend(more)
-    note = _rewind_journal(store, start, problems, failed_attrs + kept_attrs, failed_paths + kept_paths)
+    note = rewind_journal(store, start, problems, failed_attrs + kept_attrs, failed_paths + kept_paths)
     if problems:
         return ApplyError(
             f"{label}: {exc}; rolling back the earlier assignments FAILED for: {'; '.join(problems)} - check "
@@ -658,7 +342,7 @@ def apply_assignments(acc, assignments, reserved_cpus=(), state_file=DEFAULT_STA
             topo = Topology(acc)
             for label, _item, request, controls in requests:
                 try:
-                    _validate_all(acc, topo, request, controls, tolerance_mhz)
+                    validate_all(acc, topo, request, controls, tolerance_mhz)
                 except ValidationError as exc:
                     problems.append(f"{label}: {exc}")
         if problems:
@@ -671,7 +355,7 @@ def apply_assignments(acc, assignments, reserved_cpus=(), state_file=DEFAULT_STA
             try:
                 # planned again from what the kernel holds now: an earlier assignment may share CPUs
                 topo = Topology(acc)
-                validated = _validate_all(acc, topo, request, controls, tolerance_mhz)
+                validated = validate_all(acc, topo, request, controls, tolerance_mhz)
                 result, done = _apply_validated(acc, topo, validated, store, check_mode, state_file)
             except (PowerError, OSError) as exc:
                 if not written:  # nothing of this run is left to undo (a part rolls itself back)
@@ -729,23 +413,7 @@ def plan_attribute_restore(acc, store, cpus=None, absent=()):
                 "held": entry["original"],
             }
         )
-    return _safe_range_order(steps), missing
-
-
-def _safe_range_order(steps):
-    """Restore a min/max pair (uncore) in the safe order: raising writes max first, lowering min first."""
-    by_path = {s["path"]: s for s in steps}
-    for step in steps:
-        if not step["path"].endswith("/max_freq_khz"):
-            continue
-        low = by_path.get(step["path"][: -len("max_freq_khz")] + "min_freq_khz")
-        if low is None:
-            continue
-        i, j = steps.index(step), steps.index(low)
-        raising = str(step["current"]).isdigit() and int(step["target"]) > int(step["current"])
-        if (i > j) == raising:  # max must come first when raising, min first otherwise
-            steps[i], steps[j] = steps[j], steps[i]
-    return steps
+    return safe_range_order(steps), missing
 
 
 def restore_controls(acc, cpus=None, state_file=DEFAULT_STATE_FILE, check_mode=False, tolerance_mhz=100):
@@ -782,7 +450,7 @@ def restore_controls(acc, cpus=None, state_file=DEFAULT_STATE_FILE, check_mode=F
             },
             "messages": messages,
             "state_file": state_file,
-            "diff": _combined_diff(topo, results, todo),
+            "diff": combined_diff(topo, results, todo),
         }
 
 

@@ -35,6 +35,7 @@ from ansible_collections.poweraware.k8s.plugins.module_utils.scheduler.yaml_edit
     SeqAppend,
     SeqRemove,
     apply_ops,
+    apply_ops_to_doc,
     comment_lines,
     dump,
     yaml,
@@ -278,18 +279,11 @@ def strip_ops(record, cindex):
     return ops
 
 
-def _apply_doc(doc, ops):
-    new = copy.deepcopy(doc)
-    for op in ops:
-        op.apply_doc(new)
-    return new
-
-
 def inspect(doc, path):
     """Return ``(container_index, record, base_doc)``; base_doc is ``doc`` without our additions."""
     cindex = check_pod(doc, path)
     record = read_record(doc)
-    base = _apply_doc(doc, strip_ops(record, cindex)) if record else copy.deepcopy(doc)
+    base = apply_ops_to_doc(doc, strip_ops(record, cindex)) if record else copy.deepcopy(doc)
     return cindex, record, base
 
 
@@ -646,7 +640,7 @@ def plan_present(
         if not policy:
             convert = _conversion(current, version[1], file_path, result.warnings)
         strip = config_strip_ops(record) if record and record.get("file") == file_path else []
-        add, replaced = config_add_ops(_apply_doc(current, strip), entries)
+        add, replaced = config_add_ops(apply_ops_to_doc(current, strip), entries)
         file_text, desired, reemitted = edit_file(current_text, current, convert + strip + add, mode)
         if reemitted:
             problem = _reemission_problem(file_path, current_text)
@@ -687,7 +681,7 @@ def plan_present(
     if trust and (not record or "trust" in record or trust_changed):
         record_extra["trust"] = trust
     add, new_record = present_ops(base, cindex, mode, file_path, flag_present, tls_dirs, need_dns, record_extra)
-    if trust and "trust" not in record_extra and _apply_doc(base, add) != doc:
+    if trust and "trust" not in record_extra and apply_ops_to_doc(base, add) != doc:
         add, new_record = present_ops(
             base, cindex, mode, file_path, flag_present, tls_dirs, need_dns, dict(record_extra, trust=trust)
         )
@@ -698,7 +692,7 @@ def plan_present(
             "a CA file has been replaced, so that kube-scheduler restarts and loads it)"
         )
     result.record = new_record
-    desired_manifest = _apply_doc(base, add)
+    desired_manifest = apply_ops_to_doc(base, add)
     result.annotation = desired_manifest["metadata"]["annotations"][ANNOTATION]
     if desired_manifest == doc:
         result.manifest_after = manifest_text

@@ -465,6 +465,14 @@ def line_ending(text):
     return "\r\n" if crlf and crlf == text.count("\n") else "\n"
 
 
+def apply_ops_to_doc(doc, ops):
+    """A deep copy of ``doc`` with ``ops`` applied (no text: what a document becomes, for comparisons)."""
+    new = copy.deepcopy(doc)
+    for op in ops:
+        op.apply_doc(new)
+    return new
+
+
 def apply_ops(text, doc, ops):
     """Apply ``ops`` to ``doc`` (a deep copy) and to ``text``.
 

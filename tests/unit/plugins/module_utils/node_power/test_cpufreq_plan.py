@@ -36,7 +36,15 @@ def refused(call, *args, **kw):
     return str(err.value)
 
 
-# --- _freq_spec_to_khz --------------------------------------------------------------------------------
+# --- frequencies: MHz, 'min' / 'max', each CPU's own limits ------------------------------------------------
+
+
+def target(lo="800000", **request):
+    """The validated targets plan_present computes for policy0 (CPUs 0-1, cpuinfo ``lo``-3900 MHz)."""
+    machine_topo = topo(
+        policies=[("policy0", [0, 1], {"driver": "intel_pstate", "epp": "balance_performance", "lo": lo})]
+    )
+    return fp.plan_present(machine_topo, fp.Request(cpus="0-1", **request))["policies"][0]["target"]
 
 
 @pytest.mark.parametrize(
@@ -45,20 +53,21 @@ def refused(call, *args, **kw):
      (800, 800000), (3900, 3900000), ("800", 800000), ("3900", 3900000)],
 )  # fmt: skip
 def test_frequency_specs(spec, khz):
-    assert fp._freq_spec_to_khz(spec, pol(), "min_mhz", 0) == khz
+    # the sysfs text the kernel is given
+    assert target(max_mhz=spec, governor="powersave").get(MAX) == (None if khz is None else str(khz))
 
 
 @pytest.mark.parametrize(("spec", "shown"), [(799, 799), (3901, 3901), ("3901", 3901), ("0", 0)])
 def test_frequency_outside_the_cpu_limits(spec, shown):
-    assert refused(fp._freq_spec_to_khz, spec, pol(lo="799999"), "max_mhz", 5) == (
-        f"max_mhz={shown} MHz is outside CPU 5's limits 799-3900 MHz (policy0, cpuinfo_min_freq/cpuinfo_max_freq); "
+    assert refused(target, lo="799999", max_mhz=spec) == (
+        f"max_mhz={shown} MHz is outside CPU 0's limits 799-3900 MHz (policy0, cpuinfo_min_freq/cpuinfo_max_freq); "
         "use a value in that range or 'min'/'max'"
     )
 
 
 @pytest.mark.parametrize("spec", ["fast", "-100", "2.5", ""])
 def test_frequency_not_a_number(spec):
-    assert refused(fp._freq_spec_to_khz, spec, pol(), "min_mhz", 0) == (
+    assert refused(target, min_mhz=spec) == (
         f"min_mhz={spec!r} is not a frequency: give MHz as an integer, or 'min' / 'max' for each CPU's own limit"
     )
 

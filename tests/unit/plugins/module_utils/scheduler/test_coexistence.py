@@ -541,7 +541,12 @@ def test_manifest_text_as_a_str_subclass_is_read():
         "metadata:\n  annotations:\n"
         '    poweraware.k8s/scheduler-extender: \'{"extenders": ["https://tas.example:9001"]}\'\n'
     )
-    assert c._our_urls(manifest) == {"https://tas.example:9001"}
+    config = "extenders:\n- urlPrefix: https://tas.example:9001\n  managedResources:\n  - name: telemetry/scheduling\n"
+    ours = [{"url_prefix": "https://tas.example:9001", "managed_resources": [{"name": "telemetry/scheduling"}]}]
+    result = c.extender_coexistence("fail", manifest, config, "/etc/kubernetes/config.yaml", ours)
+    assert result == {"action": "register", "extenders": ours, "message": "", "kept": []}
+    # the same configuration under a manifest without our record: a foreign extender in the way
+    assert c.extender_coexistence("fail", Tagged("metadata: {}\n"), config, "c.yaml", ours)["action"] == "fail"
 
 
 HELM = "app.kubernetes.io/managed-by"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import pathlib
+import re
 import sys
 
 import pytest
@@ -172,7 +173,19 @@ def test_encode_record_is_compact_and_sorted():
 # --- mounts --------------------------------------------------------------------------------------------
 
 
-def test_covering_mount_takes_the_deepest_mount_and_stops_at_path_components():
+def serving_mount(path, mounts):
+    """``(index, volume name, mountPath)`` of the mount mount_check says the scheduler sees ``path``
+    through, or None: every volume is an emptyDir, so a covered path always comes with the problem
+    that names its mount."""
+    volumes = [{"name": m["name"], "emptyDir": {}} for m in mounts if isinstance(m, dict) and "name" in m]
+    covered, problem = ms.mount_check(path, mounts, volumes)
+    if not covered:
+        return None
+    found = re.search(r"inside the existing mount (\S+) \(volumeMounts\[(\d+)\], volume (\S+): an emptyDir", problem)
+    return int(found[2]), found[3], found[1]
+
+
+def test_the_deepest_mount_serves_a_path_and_mounts_stop_at_path_components():
     mounts = [
         {"mountPath": "/", "name": "root"},
         {"mountPath": "/etc/kubernetes/", "name": "k8s"},
@@ -181,17 +194,17 @@ def test_covering_mount_takes_the_deepest_mount_and_stops_at_path_components():
         "not a mount",
         {"name": "no path"},
     ]
-    assert ms._covering_mount("/etc/kubernetes/pki/tas", mounts) == (2, mounts[2], "/etc/kubernetes/pki")
-    assert ms._covering_mount("/etc/kubernetes/pki", mounts) == (2, mounts[2], "/etc/kubernetes/pki")
-    assert ms._covering_mount("/etc/kubernetes/pkix", mounts) == (1, mounts[1], "/etc/kubernetes")
-    assert ms._covering_mount("/var/x", mounts) == (0, mounts[0], "/")
-    assert ms._covering_mount("/etc/kubernetes-x", mounts[1:]) is None
+    assert serving_mount("/etc/kubernetes/pki/tas", mounts) == (2, "pki", "/etc/kubernetes/pki")
+    assert serving_mount("/etc/kubernetes/pki", mounts) == (2, "pki", "/etc/kubernetes/pki")
+    assert serving_mount("/etc/kubernetes/pkix", mounts) == (1, "k8s", "/etc/kubernetes")
+    assert serving_mount("/var/x", mounts) == (0, "root", "/")
+    assert serving_mount("/etc/kubernetes-x", mounts[1:]) is None
     # the first of two equally deep mounts serves the path
     twice = [{"mountPath": "/a", "name": "one"}, {"mountPath": "/a/", "name": "two"}]
-    assert ms._covering_mount("/a/b", twice)[0] == 0
-    assert ms._covering_mount("/srv/x", [{"mountPath": "/srvX", "name": "n"}]) is None  # a prefix is not a parent
+    assert serving_mount("/a/b", twice) == (0, "one", "/a")
+    assert serving_mount("/srv/x", [{"mountPath": "/srvX", "name": "n"}]) is None  # a prefix is not a parent
     # a mountPath that is not text is no mount (the API server would have refused the manifest)
-    assert ms._covering_mount("/a/b", [{"mountPath": 5, "name": "n"}, {"mountPath": ["/a"], "name": "l"}]) is None
+    assert serving_mount("/a/b", [{"mountPath": 5, "name": "n"}, {"mountPath": ["/a"], "name": "l"}]) is None
 
 
 def test_mount_check_accepts_a_hostpath_of_the_same_place():
@@ -289,7 +302,7 @@ def test_present_ops_sorts_the_flag_after_the_binary_and_numbers_tls_volumes():
     )
     base["metadata"]["annotations"] = {"keep": "me"}
     ops, record = ms.present_ops(base, 0, "config", "/etc/c.yaml", False, ["/a", "/b", "/c"], True, {"x": 1})
-    doc = ms._apply_doc(base, ops)
+    doc = ms.apply_ops_to_doc(base, ops)
     container = doc["spec"]["containers"][0]
     assert container["command"] == ["kube-scheduler", "--config=/etc/c.yaml", "--v=2"]
     names = ["poweraware-scheduler-config", "poweraware-extender-tls", "poweraware-extender-tls-2"]
@@ -346,7 +359,7 @@ def test_present_ops_keeps_flags_that_start_with_a_dash_in_order():
     base = pod([{"name": "kube-scheduler", "command": ["--v=2"], "volumeMounts": [], "dnsPolicy": "x"}], volumes=[])
     base["spec"]["dnsPolicy"] = "ClusterFirstWithHostNet"
     ops, record = ms.present_ops(base, 0, "policy", "/p.json", False, [], True, {})
-    doc = ms._apply_doc(base, ops)
+    doc = ms.apply_ops_to_doc(base, ops)
     assert doc["spec"]["containers"][0]["command"] == ["--policy-config-file=/p.json", "--v=2"]
     assert "dns_policy_added" not in record
     assert record["created_keys"] == ["annotations"]
@@ -402,13 +415,13 @@ def test_present_ops_reports_every_mount_problem_at_once():
 def test_strip_ops_puts_back_the_previous_dns_policy_and_drops_created_keys():
     base = pod([{"name": "kube-scheduler", "command": ["kube-scheduler"]}], dnsPolicy="Default")
     ops, record = ms.present_ops(base, 0, "config", "/c.yaml", False, ["/t"], True, {})
-    doc = ms._apply_doc(base, ops)
-    assert ms._apply_doc(doc, ms.strip_ops(record, 0)) == base
+    doc = ms.apply_ops_to_doc(base, ops)
+    assert ms.apply_ops_to_doc(doc, ms.strip_ops(record, 0)) == base
     bare = pod([{"name": "kube-scheduler", "args": ["--v=2"]}])
     ops, record = ms.present_ops(bare, 0, "config", "/c.yaml", False, [], True, {})
-    doc = ms._apply_doc(bare, ops)
+    doc = ms.apply_ops_to_doc(bare, ops)
     assert doc["spec"]["containers"][0]["args"] == ["--config=/c.yaml", "--v=2"]
-    assert ms._apply_doc(doc, ms.strip_ops(record, 0)) == bare
+    assert ms.apply_ops_to_doc(doc, ms.strip_ops(record, 0)) == bare
 
 
 # --- the configuration file ----------------------------------------------------------------------------
@@ -445,10 +458,11 @@ def test_replacing_the_only_entry_keeps_the_users_comments():
 def test_config_strip_ops_puts_back_replaced_entries():
     doc = {"extenders": [{"urlPrefix": "u1"}, {"urlPrefix": "mine"}]}
     record = {"extenders": ["mine"], "replaced": {"mine": {"urlPrefix": "mine", "weight": 3}}}
-    assert ms._apply_doc(doc, ms.config_strip_ops(record)) == {
+    assert ms.apply_ops_to_doc(doc, ms.config_strip_ops(record)) == {
         "extenders": [{"urlPrefix": "u1"}, {"urlPrefix": "mine", "weight": 3}]
     }
-    assert ms._apply_doc({"extenders": [{"urlPrefix": "mine"}]}, ms.config_strip_ops({"extenders": ["mine"]})) == {}
+    ours_only = {"extenders": [{"urlPrefix": "mine"}]}
+    assert ms.apply_ops_to_doc(ours_only, ms.config_strip_ops({"extenders": ["mine"]})) == {}
 
 
 def test_edit_file_keeps_the_text_when_nothing_changes_and_renders_policies_as_json():
@@ -490,9 +504,10 @@ def test_written_by_module_looks_at_the_first_header_line():
     assert not ms.written_by_module(None)
 
 
-def test_load_names_the_file_it_could_not_parse():
+def test_a_manifest_that_is_not_yaml_is_named():
+    normalized, _errors = sc.normalize_extenders([LOOPBACK])
     with pytest.raises(ms.ManifestError, match=r"^/x\.yaml is not valid YAML: "):
-        ms._load("a: [", "/x.yaml")
+        ms.plan_present("a: [", "/x.yaml", {}.get, normalized, CONFIG_PATH, POLICY_PATH)
 
 
 @pytest.mark.parametrize(
@@ -504,8 +519,15 @@ def test_load_names_the_file_it_could_not_parse():
         ("/srv/X", "/srv"),
     ],
 )
-def test_manifest_dir(path, directory):
-    assert ms._manifest_dir(path) == directory
+def test_the_static_pod_directory_is_the_manifests_own(path, directory):
+    normalized, _errors = sc.normalize_extenders([LOOPBACK])
+    inside = directory.rstrip("/") + "/c.yaml"
+    with pytest.raises(ms.ManifestError) as info:
+        ms.plan_present(PLAIN_MANIFEST, path, {}.get, normalized, inside, "/elsewhere/p.json")
+    assert info.value.errors == [
+        f"config_path {inside} is inside the static pod directory {directory}, where kubelet would try to run it "
+        "as a pod; choose another directory (for example /etc/kubernetes)"
+    ]
 
 
 def test_trust_digests_are_the_first_16_hex_of_sha256_once_per_file_sorted():

@@ -217,8 +217,13 @@ def test_structure_messages():
         (object(), "object"),
     ],
 )
-def test_type_names(value, name):
-    assert tp._type_name(value) == name
+def test_messages_name_the_type_given_in_yamls_words(value, name):
+    if isinstance(value, dict):  # a mapping where a list belongs
+        assert tp.validate_spec({"strategies": {"dontschedule": {"rules": value}}}) == [
+            f"spec.strategies.dontschedule.rules must be a list, got {name}"
+        ]
+    else:
+        assert tp.validate_policy(value) == [f"a TASPolicy must be a mapping, got {name}"]
 
 
 def test_adapter_metric_name_prefixes():
