@@ -1,22 +1,13 @@
-"""fit_model / predict_power / compile_model: shapes, exactness, robustness, monotonicity, errors.
-
-power_model checked function by function: exact results and messages, hand-computed oracles.
-
-For every
-function of the file: input validation, the small linear algebra (_solve against hand-solved
-systems, _nonnegative_quadratic_min against a brute-force search over the active sets in exact
-arithmetic), the weighted fits of each kind against least-squares solutions worked out by hand,
-the predictors, the PromQL written out literally, compile_model / predict_power / fit_model
-messages, the Huber reweighting of _robust_fit (with the weighted mean as the fit), judge_fit and
-fit_nodes. The first tests here, test_promql_render.py and test_rules_template.py cover the fits
-as a whole.
-"""
+"""fit_model / predict_power / compile_model / power_jump_promql: shapes, exactness, robustness,
+monotonicity, and every message naming the node and the field; what a model may hold (finite ints
+and floats of any iterable), the PromQL written out literally, judge_fit and fit_nodes. The numerics
+behind the fits are in test_model_fitting.py; test_promql_render.py and test_rules_template.py
+cover the rendered rules."""
 
 from __future__ import annotations
 
 import math
 import random
-from fractions import Fraction
 
 import pytest
 from ansible_collections.poweraware.k8s.plugins.module_utils.placement import power_model as pm
@@ -324,16 +315,19 @@ class TaggedFloat(float):
     """What Ansible's templating hands over: a float subclass."""
 
 
-# --- _finite_floats --------------------------------------------------------------------------------
+# --- numbers in a model: any finite int or float, any iterable of them --------------------------------
 
 
-def test_finite_floats_copies_a_list_of_floats():
-    values = [1.5, 2.5]
-    floats = pm._finite_floats(values)
-    assert floats == [1.5, 2.5]
-    assert floats is not values
-    floats.append(3.5)
-    assert values == [1.5, 2.5]
+def piecewise(knot_watts, knot_util=(0, 50, 100)):
+    """A piecewise model whose knots are ints, so compile_model checks each list in full."""
+    return {"kind": "piecewise_linear", "params": {"knot_util": list(knot_util), "knot_watts": knot_watts}}
+
+
+def test_a_compiled_model_keeps_its_own_copy_of_the_watts():
+    values = [1.5, 2.5, 3.5]
+    predict = compile_model(piecewise(values))
+    values[2] = 1000.0
+    assert predict(100.0) == 3.5
 
 
 @pytest.mark.parametrize(
@@ -343,14 +337,14 @@ def test_finite_floats_copies_a_list_of_floats():
         ([0, 2.5, TaggedFloat(100)], [0.0, 2.5, 100.0]),
         ((v for v in (0, 40, 100)), [0.0, 40.0, 100.0]),  # any iterable, read once
         (range(3), [0.0, 1.0, 2.0]),
-        ({0: "a", 100: "b"}, [0.0, 100.0]),  # iterating a mapping gives its keys
-        ([], []),
+        ({0: "a", 1: "b", 100: "c"}, [0.0, 1.0, 100.0]),  # iterating a mapping gives its keys
     ],
 )
-def test_finite_floats_turns_numbers_into_a_list_of_floats(values, expected):
-    floats = pm._finite_floats(values)
-    assert floats == expected
-    assert [type(f) for f in floats] == [float] * len(expected)
+def test_knot_watts_are_numbers_of_any_iterable(values, expected):
+    predict = compile_model(piecewise(values))
+    at_knots = [predict(u) for u in (0.0, 50.0, 100.0)]
+    assert at_knots == expected
+    assert [type(w) for w in at_knots] == [float] * 3
 
 
 @pytest.mark.parametrize(
@@ -369,10 +363,15 @@ def test_finite_floats_turns_numbers_into_a_list_of_floats(values, expected):
         [math.inf, -math.inf],  # sum is NaN
         [0, 10**400],  # an int too large for a float
         [1e308, 1e308],  # finite values whose sum overflows count as non-finite too
+        [],
     ],
 )
-def test_finite_floats_refuses_anything_else(values):
-    assert pm._finite_floats(values) is None
+def test_knot_watts_refuses_anything_else(values):
+    with pytest.raises(PowerModelError) as err:
+        compile_model(piecewise(values, knot_util=(0, 100)), node="n1")
+    assert str(err.value) == (
+        f"power model for node 'n1': model.params.knot_watts: need 2 finite numbers (one per knot), got {values!r}"
+    )
 
 
 # --- finite_number --------------------------------------------------------------------------------
@@ -388,56 +387,29 @@ def test_finite_number_refuses_bools_non_finite_and_non_numbers(value):
     assert pm.finite_number(value) is False
 
 
-# --- _fit_linear_weighted -------------------------------------------------------------------------
+def test_messages_name_the_node_and_the_field():
+    with pytest.raises(PowerModelError) as err:
+        fit_model([{"util": 1, "watts": 1}] * 3 + [{"util": "x", "watts": 1}], node="w1")
+    assert (
+        str(err.value)
+        == "power model for node 'w1': samples[3].util: must be a number within 0..100 (percent), got 'x'"
+    )
+    with pytest.raises(PowerModelError) as err:
+        fit_model(GOOD, kind="unknown")
+    assert (
+        str(err.value) == "power model: kind: unknown kind 'unknown'; expected one of piecewise_linear, peaks, linear"
+    )
 
 
-@pytest.mark.parametrize(
-    ("utils", "watts", "weights", "idle_w", "max_w"),
-    [
-        # two points one percent apart (weighted variance 0.5): slope 2 W per %, by hand
-        ([0.0, 1.0], [10.0, 12.0], [1.0, 1.0], 10.0, 210.0),
-        # weights 3:1 at 20 % and 60 %, a line 50 + 1.5 u through both: the fit is that line
-        ([20.0, 60.0], [80.0, 140.0], [3.0, 1.0], 50.0, 200.0),
-        # falling power: the slope is clamped at 0, the model is the weighted mean (100*1 + 50*3) / 4
-        ([0.0, 100.0], [100.0, 50.0], [1.0, 3.0], 62.5, 62.5),
-        # one utilisation only (no variance): flat at the weighted mean (90*1 + 110*1) / 2
-        ([50.0, 50.0], [90.0, 110.0], [1.0, 1.0], 100.0, 100.0),
-    ],
-)
-def test_fit_linear_weighted_against_hand_computed_lines(utils, watts, weights, idle_w, max_w):
-    params, predict = pm._fit_linear_weighted(utils, watts, weights)
-    assert params == pytest.approx({"idle_w": idle_w, "max_w": max_w}, abs=1e-9)
-    assert predict(0.0) == pytest.approx(idle_w, abs=1e-9)
-    assert predict(100.0) == pytest.approx(max_w, abs=1e-9)
+# --- samples ----------------------------------------------------------------------------
 
 
-# --- _exp_basis and _fail ---------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(("k2", "u"), [(0.02, 50.0), (-0.03, 10.0), (0.5, 2.0)])
-def test_exp_basis_is_expm1_of_k2_u_over_k2(k2, u):
-    # (e^(k2 u) - 1) / k2 written out, against the well-conditioned expm1 of the code
-    assert pm._exp_basis(k2, u) == pytest.approx((math.exp(k2 * u) - 1.0) / k2, rel=1e-12)
-
-
-def test_fail_names_the_node_and_the_field():
-    with pytest.raises(pm.PowerModelError) as err:
-        pm._fail("w1", "samples[3].util", "must be a number")
-    assert str(err.value) == "power model for node 'w1': samples[3].util: must be a number"
-    with pytest.raises(pm.PowerModelError) as err:
-        pm._fail(None, "kind", "unknown")
-    assert str(err.value) == "power model: kind: unknown"
-
-
-# --- _validated_samples ----------------------------------------------------------------------------
-
-
-def test_validated_samples_returns_floats_in_sample_order():
-    samples = iter([{"util": 0, "watts": 0}, {"util": 100, "watts": 7.5}, {"util": TaggedFloat(42.5), "watts": 3}])
-    utils, watts = pm._validated_samples(samples, None)
-    assert utils == [0.0, 100.0, 42.5]
-    assert watts == [0.0, 7.5, 3.0]
-    assert [v.__class__ for v in utils + watts] == [float] * 6
+def test_samples_are_read_as_floats_from_any_iterable():
+    samples = [{"util": 0, "watts": 0}, {"util": 100, "watts": 7.5}, {"util": TaggedFloat(42.5), "watts": 3}]
+    plain = [{"util": 0.0, "watts": 0.0}, {"util": 100.0, "watts": 7.5}, {"util": 42.5, "watts": 3.0}]
+    fitted = fit_model(iter(samples), kind="linear")
+    assert fitted == fit_model(plain, kind="linear")
+    assert fitted["quality"]["util_min"].__class__ is float and fitted["quality"]["util_max"].__class__ is float
 
 
 @pytest.mark.parametrize(
@@ -460,20 +432,20 @@ def test_validated_samples_returns_floats_in_sample_order():
         ([], "samples: no samples; need measured {util, watts} pairs"),
     ],
 )
-def test_validated_samples_messages(samples, message):
+def test_samples_messages(samples, message):
     with pytest.raises(pm.PowerModelError) as err:
-        pm._validated_samples(samples, "n1")
+        fit_model(samples, node="n1")
     assert str(err.value) == f"power model for node 'n1': {message}"
 
 
-# --- _validated_knots ------------------------------------------------------------------------------
+# --- knots ------------------------------------------------------------------------------
 
 
-def test_validated_knots_returns_a_tuple_of_floats():
-    knots = pm._validated_knots([0, 25, 100], None, "knots")
-    assert knots == (0.0, 25.0, 100.0)
-    assert knots.__class__ is tuple
-    assert pm._validated_knots((0.0, 100.0), None, "knots") == (0.0, 100.0)
+def test_knots_are_read_as_floats():
+    params = fit_model(GOOD, knots=[0, 25, 100])["params"]
+    assert params["knot_util"] == [0.0, 25.0, 100.0]
+    assert [k.__class__ for k in params["knot_util"]] == [float] * 3
+    assert fit_model(GOOD, knots=(0.0, 100.0))["params"]["knot_util"] == [0.0, 100.0]
 
 
 @pytest.mark.parametrize(
@@ -489,328 +461,50 @@ def test_validated_knots_returns_a_tuple_of_floats():
         ([0, 60, 40, 100], "must be strictly increasing, got [0.0, 60.0, 40.0, 100.0]"),
     ],
 )
-def test_validated_knots_messages(knots, message):
+def test_knots_messages(knots, message):
     with pytest.raises(pm.PowerModelError) as err:
-        pm._validated_knots(knots, "n1", "model.params.knot_util")
+        fit_model(GOOD, node="n1", knots=knots)
+    assert str(err.value) == f"power model for node 'n1': knots: {message}"
+    # a model's own knots are checked by the same rules
+    model = {"kind": "piecewise_linear", "params": {"knot_util": knots, "knot_watts": [1] * 4}}
+    with pytest.raises(pm.PowerModelError) as err:
+        compile_model(model, node="n1")
     assert str(err.value) == f"power model for node 'n1': model.params.knot_util: {message}"
-
-
-# --- _solve ------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("matrix", "rhs", "expected"),
-    [
-        # 2x + y = 3, x + 3y = 5
-        ([[2.0, 1.0], [1.0, 3.0]], [3.0, 5.0], [0.8, 1.4]),
-        # a zero on the diagonal: needs a row swap
-        ([[0.0, 1.0], [1.0, 0.0]], [2.0, 3.0], [3.0, 2.0]),
-        # the largest pivot is in the first row (a pivot from the last row would be 0)
-        ([[1.0, 1.0], [0.0, 1.0]], [3.0, 1.0], [2.0, 1.0]),
-        # x = 6 from the last row, then y + z = -8 and 3y + 2z = -1
-        ([[2.0, 1.0, 1.0], [1.0, 3.0, 2.0], [1.0, 0.0, 0.0]], [4.0, 5.0, 6.0], [6.0, 15.0, -23.0]),
-        # a pivot of exactly 1e-12 is still used
-        ([[1e-12]], [2e-12], [2.0]),
-    ],
-)
-def test_solve_against_hand_solved_systems(matrix, rhs, expected):
-    copies = [list(row) for row in matrix], list(rhs)
-    assert pm._solve(matrix, rhs) == pytest.approx(expected, rel=1e-12, abs=1e-12)
-    assert (matrix, rhs) == copies  # the inputs are left alone
-
-
-def test_solve_pivots_on_the_largest_entry():
-    # Without partial pivoting the 1e-20 pivot wipes out x (it comes out as 0); the answer is 1, 1.
-    assert pm._solve([[1e-20, 1.0], [1.0, 1.0]], [1.0, 2.0]) == pytest.approx([1.0, 1.0], rel=1e-12)
-
-
-@pytest.mark.parametrize(
-    ("matrix", "rhs"),
-    [([[1.0, 2.0], [2.0, 4.0]], [1.0, 2.0]), ([[1e-13]], [1.0]), ([[0.0, 0.0], [0.0, 1.0]], [0.0, 1.0])],
-)
-def test_solve_returns_none_for_singular_systems(matrix, rhs):
-    assert pm._solve(matrix, rhs) is None
-
-
-# --- _nonnegative_quadratic_min ------------------------------------------------------------------
-
-
-def _exact_solve(matrix, rhs):
-    """Gauss-Jordan on Fractions (exact); the matrices here are positive definite."""
-    size = len(rhs)
-    rows = [[Fraction(v) for v in matrix[i]] + [Fraction(rhs[i])] for i in range(size)]
-    for col in range(size):
-        pivot = next(r for r in range(col, size) if rows[r][col] != 0)
-        rows[col], rows[pivot] = rows[pivot], rows[col]
-        rows[col] = [v / rows[col][col] for v in rows[col]]
-        for r in range(size):
-            if r != col and rows[r][col] != 0:
-                rows[r] = [a - rows[r][col] * b for a, b in zip(rows[r], rows[col], strict=False)]
-    return [row[size] for row in rows]
-
-
-def _brute_force_min(gram, linear, free):
-    """Minimum of 0.5 x'Gx - h'x with x_j >= 0 outside ``free``: try every set of bound variables,
-    keep the feasible stationary points, take the lowest objective (exact arithmetic)."""
-    size = len(linear)
-    bounded = [j for j in range(size) if j not in free]
-    best = None
-    for mask in range(2 ** len(bounded)):
-        at_zero = {bounded[k] for k in range(len(bounded)) if mask >> k & 1}
-        keep = [j for j in range(size) if j not in at_zero]
-        x = [Fraction(0)] * size
-        if keep:
-            for j, value in zip(
-                keep, _exact_solve([[gram[i][j] for j in keep] for i in keep], [linear[i] for i in keep]), strict=False
-            ):
-                x[j] = value
-        if any(x[j] < 0 for j in bounded):
-            continue
-        objective = sum(Fraction(gram[i][j]) * x[i] * x[j] for i in range(size) for j in range(size)) / 2 - sum(
-            Fraction(linear[i]) * x[i] for i in range(size)
-        )
-        if best is None or objective < best[0]:
-            best = (objective, x)
-    return [float(v) for v in best[1]]
-
-
-@pytest.mark.parametrize("seed", range(60))
-def test_nonnegative_quadratic_min_matches_brute_force(seed):
-    rng = random.Random(seed)
-    size = 2 + seed % 4
-    rows = [[rng.uniform(-1.0, 1.0) for _j in range(size)] for _i in range(size)]
-    gram = [
-        [sum(rows[i][k] * rows[j][k] for k in range(size)) + (0.05 if i == j else 0.0) for j in range(size)]
-        for i in range(size)
-    ]
-    linear = [rng.uniform(-2.0, 2.0) for _i in range(size)]
-    free = [set(), {0}, {size - 1}][seed % 3]
-    result = pm._nonnegative_quadratic_min(gram, linear, free)
-    assert result == pytest.approx(_brute_force_min(gram, linear, free), rel=1e-7, abs=1e-9)
-    assert all(result[j] >= 0.0 for j in range(size) if j not in free)
-
-
-def _cumulative_problem(seed):
-    """A problem shaped like the piecewise fit's: design rows of leading ones (cumulative rises)."""
-    rng = random.Random(seed)
-    dense = rng.random() < 0.5
-    size = rng.randint(2, 8)
-    if dense:
-        rows = [[rng.uniform(-1.0, 1.0) for _j in range(size)] for _i in range(size)]
-    else:
-        rows = []
-        for _row in range(size + rng.randint(0, 6)):
-            cut = rng.randint(0, size - 1)
-            rows.append([1.0 if j <= cut else 0.0 for j in range(size)])
-            rows[-1][min(cut + 1, size - 1)] += rng.random()
-        rows = [list(column) for column in zip(*rows, strict=True)]
-    gram = [
-        [sum(a * b for a, b in zip(rows[i], rows[j], strict=True)) + (0.01 if i == j else 0.0) for j in range(size)]
-        for i in range(size)
-    ]
-    linear = [rng.uniform(-3.0, 3.0) for _i in range(size)]
-    return gram, linear, set(rng.sample(range(size), rng.randint(0, 1)))
-
-
-# seeds whose active-set search drops a variable part-way (a step of 0 < alpha < 1) and drops
-# variables in two steps in a row
-@pytest.mark.parametrize("seed", [17, 37, 363])
-def test_nonnegative_quadratic_min_on_piecewise_shaped_problems(seed):
-    gram, linear, free = _cumulative_problem(seed)
-    result = pm._nonnegative_quadratic_min(gram, linear, free)
-    assert result == pytest.approx(_brute_force_min(gram, linear, free), rel=1e-7, abs=1e-9)
-
-
-@pytest.mark.parametrize(
-    ("gram", "linear", "free", "expected"),
-    [
-        # identity: the optimum is h with its negative bounded entries set to 0
-        ([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]], [0.5, 0.25, -1.0], set(), [0.5, 0.25, 0.0]),
-        ([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]], [0.5, 0.25, -1.0], {2}, [0.5, 0.25, -1.0]),
-        # G = [[2, 1], [1, 2]], h = (1, -2): unconstrained (4/3, -5/3); with x1 = 0, x0 = 1/2
-        ([[2.0, 1.0], [1.0, 2.0]], [1.0, -2.0], set(), [0.5, 0.0]),
-        ([[2.0, 1.0], [1.0, 2.0]], [1.0, -2.0], {0, 1}, [4.0 / 3.0, -5.0 / 3.0]),
-        # the free variable may be negative: x0 = -3 alone, x1 held at 0
-        ([[1.0, 0.0], [0.0, 1.0]], [-3.0, -1.0], {0}, [-3.0, 0.0]),
-        ([[1.0, 0.0], [0.0, 1.0]], [0.0, 0.0], set(), [0.0, 0.0]),
-    ],
-)
-def test_nonnegative_quadratic_min_hand_solved(gram, linear, free, expected):
-    assert pm._nonnegative_quadratic_min(gram, linear, free) == pytest.approx(expected, rel=1e-12, abs=1e-12)
-
-
-# --- _peaks_for_exponent -----------------------------------------------------------------------------
-
-
-def _g(k2, u):
-    return (math.exp(k2 * u) - 1.0) / k2
-
-
-@pytest.mark.parametrize("k2", [0.02, -0.02])
-def test_peaks_for_exponent_fits_two_points_exactly(k2):
-    watts = [10.0, 10.0 + 3.0 * _g(k2, 50.0)]
-    sse, offset, slope = pm._peaks_for_exponent(k2, [0.0, 50.0], watts, [1.0, 1.0])
-    assert (sse, offset, slope) == pytest.approx((0.0, 10.0, 3.0), abs=1e-9)
-
-
-def test_peaks_for_exponent_small_weights_and_close_utilisations():
-    # weights 0.5 one percent apart: the normal equations' determinant is about 0.25, still a fit
-    watts = [10.0, 10.0 + 3.0 * _g(0.02, 1.0)]
-    sse, offset, slope = pm._peaks_for_exponent(0.02, [0.0, 1.0], watts, [0.5, 0.5])
-    assert (sse, offset, slope) == pytest.approx((0.0, 10.0, 3.0), abs=1e-9)
-
-
-def test_peaks_for_exponent_weights_the_samples():
-    # at u = 0 the weighted mean of 10 (weight 2) and 16 (weight 1) is 12; the curve goes through
-    # (0, 12) and (50, 40), leaving 2 * 2^2 + 1 * 4^2 = 24
-    sse, offset, slope = pm._peaks_for_exponent(0.02, [0.0, 0.0, 50.0], [10.0, 16.0, 40.0], [2.0, 1.0, 1.0])
-    assert offset == pytest.approx(12.0, rel=1e-12)
-    assert slope == pytest.approx(28.0 / _g(0.02, 50.0), rel=1e-12)
-    assert sse == pytest.approx(24.0, rel=1e-9)
-
-
-def test_peaks_for_exponent_keeps_the_slope_non_negative():
-    # falling power: slope 0, the weighted mean (40 + 3 * 10) / 4 = 17.5, sse 22.5^2 + 3 * 7.5^2
-    assert pm._peaks_for_exponent(0.02, [0.0, 50.0], [40.0, 10.0], [1.0, 3.0]) == pytest.approx((675.0, 17.5, 0.0))
-
-
-def test_peaks_for_exponent_one_utilisation_is_flat():
-    assert pm._peaks_for_exponent(0.02, [30.0, 30.0], [10.0, 20.0], [1.0, 1.0]) == (50.0, 15.0, 0.0)
-
-
-# --- _fit_peaks_weighted -------------------------------------------------------------------------
-
-
-def _peaks_samples(k0, k1, k2):
-    utils = [float(u) for u in range(0, 101, 5)]
-    return utils, [k0 + k1 * math.exp(k2 * u) for u in utils], [1.0] * len(utils)
-
-
-@pytest.mark.parametrize(
-    ("k0", "k1", "k2"), [(40.0, 25.0, 0.021), (300.0, -200.0, -0.015), (50.0, 1.0, 0.0995), (300.0, -250.0, -0.1)]
-)
-def test_fit_peaks_weighted_recovers_the_exponent(k0, k1, k2):
-    params, predict = pm._fit_peaks_weighted(*_peaks_samples(k0, k1, k2))
-    assert params["k2"] == pytest.approx(k2, abs=1e-6)
-    assert params["k1"] == pytest.approx(k1, rel=1e-3)
-    assert params["k0"] == pytest.approx(k0, rel=1e-3, abs=1e-3)
-    assert predict(60.0) == pytest.approx(k0 + k1 * math.exp(k2 * 60.0), rel=1e-6)
-
-
-def test_fit_peaks_weighted_refines_around_the_previous_exponent():
-    samples = _peaks_samples(40.0, 25.0, 0.021)
-    params, _predict = pm._fit_peaks_weighted(*samples, previous={"k2": 0.0215})
-    assert params["k2"] == pytest.approx(0.021, abs=1e-6)
-    # Only one grid cell (0.0025) either side of the previous exponent is searched: the best there
-    # is the edge nearest to the true exponent.
-    params, _predict = pm._fit_peaks_weighted(*samples, previous={"k2": 0.05})
-    assert params["k2"] == pytest.approx(0.0475, abs=1e-6)
-    params, _predict = pm._fit_peaks_weighted(*samples, previous={"k2": -0.01})
-    assert params["k2"] == pytest.approx(-0.0075, abs=1e-6)
-    params, _predict = pm._fit_peaks_weighted(*samples, previous={"k2": -0.001})
-    assert params["k2"] == pytest.approx(-1e-6, abs=1e-8)  # kept below zero
-    # a positive previous exponent keeps k2 above 1e-6 (the optimum here is the concave -0.015)
-    params, _predict = pm._fit_peaks_weighted(*_peaks_samples(300.0, -200.0, -0.015), previous={"k2": 0.001})
-    assert params["k2"] == pytest.approx(1e-6, abs=1e-8)
-
-
-def test_fit_peaks_weighted_zero_power_is_deterministic():
-    # Every exponent fits zero power exactly (k1 = 0, squared error exactly 0); ties go to the
-    # lowest exponent of the grid (-0.09875) and, within its cell, to the lower edge: -0.10125.
-    params, predict = pm._fit_peaks_weighted([0.0, 50.0, 100.0], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0])
-    assert (params["k0"], params["k1"]) == (0.0, 0.0)
-    assert params["k2"] == pytest.approx(-0.10125, abs=1e-8)
-    assert predict(30.0) == 0.0
-
-
-# --- _fit_piecewise_weighted ---------------------------------------------------------------------
-
-
-def test_fit_piecewise_weighted_goes_through_weighted_means_without_smoothing():
-    # 15 (weight 2) and 21 (weight 1) at 25 % average 17: the line through (0, 10), (25, 17) and
-    # (75, 40) on knots 0, 50, 100 has the values 10, 24, 56
-    params, predict = pm._fit_piecewise_weighted(
-        [0.0, 25.0, 25.0, 75.0], [10.0, 15.0, 21.0, 40.0], [1.0, 2.0, 1.0, 1.0], knots=(0.0, 50.0, 100.0), smoothing=0
-    )
-    assert params["knot_util"] == [0.0, 50.0, 100.0]
-    assert params["knot_util"].__class__ is list
-    assert params["knot_watts"] == pytest.approx([10.0, 24.0, 56.0], abs=1e-9)
-    assert predict(75.0) == pytest.approx(40.0, abs=1e-9)
-
-
-@pytest.mark.parametrize("weight", [1.0, 2.0])
-def test_fit_piecewise_weighted_smoothing_by_hand(weight):
-    # Samples on the knots 0, 50, 100 at 70, 70, 80. The fit minimises
-    # sum w (y - P)^2 + smoothing * sum(w) * (10 * slope change per %)^2; the slope change is
-    # (P0 - 2 P50 + P100) / 50, so with smoothing 25/3 both terms have the same weight and
-    # P = y - v (v.y) / (1 + v.v) with v = (1, -2, 1): (480, 510, 550) / 7, for any common weight.
-    params, _predict = pm._fit_piecewise_weighted(
-        [0.0, 50.0, 100.0], [70.0, 70.0, 80.0], [weight] * 3, knots=(0.0, 50.0, 100.0), smoothing=25.0 / 3.0
-    )
-    assert params["knot_watts"] == pytest.approx([480.0 / 7.0, 510.0 / 7.0, 550.0 / 7.0], rel=1e-12)
-
-
-def test_fit_piecewise_weighted_never_falls():
-    # falling samples: the best non-decreasing fit is flat at their mean
-    params, _predict = pm._fit_piecewise_weighted(
-        [0.0, 50.0, 100.0], [10.0, 0.0, 0.0], [1.0] * 3, knots=(0.0, 50.0, 100.0), smoothing=0
-    )
-    assert params["knot_watts"] == pytest.approx([10.0 / 3.0] * 3, rel=1e-12)
-
-
-def test_fit_piecewise_weighted_default_knots_follow_a_line():
-    utils = [float(u) for u in range(0, 101, 5)]
-    params, _predict = pm._fit_piecewise_weighted(utils, [50.0 + 2.0 * u for u in utils], [1.0] * len(utils))
-    assert params["knot_util"] == [0.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0]
-    assert params["knot_watts"] == pytest.approx([50.0 + 2.0 * k for k in params["knot_util"]], abs=1e-6)
-
-
-# --- predictors ------------------------------------------------------------------------------------
-
-
-def test_linear_predictor():
-    predict = pm._linear_predictor({"idle_w": 50.0, "max_w": 250.0})
-    assert [predict(u) for u in (0.0, 30.0, 100.0)] == pytest.approx([50.0, 110.0, 250.0], rel=1e-15)
-
-
-def test_peaks_predictor():
-    predict = pm._peaks_predictor({"k0": 10.0, "k1": 2.0, "k2": 0.03})
-    # e^1.5 = 4.4816890703380645
-    assert predict(50.0) == pytest.approx(10.0 + 2.0 * 4.4816890703380645, rel=1e-15)
-    assert predict(0.0) == 12.0
-
-
-@pytest.mark.parametrize(
-    ("util", "watts"),
-    [(0.0, 50.0), (5.0, 75.0), (10.0, 100.0), (55.0, 145.0), (100.0, 190.0), (120.0, 210.0), (-10.0, 0.0)],
-)
-def test_piecewise_predictor_interpolates_and_continues_the_end_slopes(util, watts):
-    predict = pm._piecewise_predictor({"knot_util": [0.0, 10.0, 100.0], "knot_watts": [50.0, 100.0, 190.0]})
-    assert predict(util) == pytest.approx(watts, rel=1e-15)
 
 
 # --- PromQL rendering ------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
-    ("value", "num", "plus"),
+    ("value", "num"),
+    [(2, "2"), (1.0 / 3.0, "0.3333333333"), (-2.5, "-2.5"), (0.0, "0"), (-0.0, "-0"), (1e-12, "1e-12"),
+     (12345678901.5, "1.23456789e+10")],
+)  # fmt: skip
+def test_promql_numbers_have_ten_significant_digits(value, num):
+    model = {"kind": "peaks", "params": {"k0": 0.0, "k1": value, "k2": 0.02}}
+    assert pm.power_jump_promql(model, "u", "1", "4") == [f"{num} * (exp(0.02 * (u + 25)) - exp(0.02 * u))"]
+
+
+@pytest.mark.parametrize(
+    ("reference", "capacity", "plus"),
     [
-        (2, "2", "+ 2"),
-        (1.0 / 3.0, "0.3333333333", "+ 0.3333333333"),
-        (-2.5, "-2.5", "- 2.5"),
-        (0.0, "0", "+ 0"),
-        (-0.0, "-0", "+ -0"),
-        (1e-12, "1e-12", "+ 1e-12"),
-        (12345678901.5, "1.23456789e+10", "+ 1.23456789e+10"),
+        ("2", "100", "+ 2"),
+        ("1", "300", "+ 0.3333333333"),
+        ("0", "1", "+ 0"),
+        ("123456789015", "1000", "+ 1.23456789e+10"),
     ],
 )
-def test_num_and_plus(value, num, plus):
-    assert pm._num(value) == num
-    assert pm._plus(value) == plus
+def test_a_promql_offset_is_added_with_its_sign(reference, capacity, plus):
+    model = {"kind": "peaks", "params": {"k0": 0.0, "k1": 1.0, "k2": 0.5}}
+    assert pm.power_jump_promql(model, "u", reference, capacity) == [f"1 * (exp(0.5 * (u {plus})) - exp(0.5 * u))"]
+    # a negative offset is subtracted: d = 2.5 points below a knot at 5 %
+    ramp = {"kind": "piecewise_linear", "params": {"knot_util": [0.0, 5.0, 100.0], "knot_watts": [0.0, 0.0, 95.0]}}
+    assert pm.power_jump_promql(ramp, "u", "25m", "1")[0] == "1 * (clamp(u - 2.5, 0, 95) - clamp(u - 5, 0, 95))"
 
 
-def test_segments_promql_skips_flat_segments_and_continues_the_last_slope():
-    assert pm._segments_promql([0, 10, 100], [50, 50, 140], "u", 5.0) == [
+def test_flat_segments_are_left_out_and_the_last_slope_continues():
+    model = {"kind": "piecewise_linear", "params": {"knot_util": [0, 10, 100], "knot_watts": [50, 50, 140]}}
+    assert pm.power_jump_promql(model, "u", "50m", "1") == [  # d = 5 points
         "1 * (clamp(u - 5, 0, 90) - clamp(u - 10, 0, 90))",
         "1 * (clamp_min(u - 95, 0) - clamp_min(u - 100, 0))",
     ]
@@ -1012,87 +706,6 @@ def test_predict_power_names_the_node_in_model_errors():
     with pytest.raises(pm.PowerModelError) as err:
         pm.predict_power({"kind": "linear", "params": {"idle_w": 1}}, 50, node="n1")
     assert str(err.value) == "power model for node 'n1': model.params.max_w: missing for kind 'linear'"
-
-
-# --- _median and _robust_fit -----------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("values", "median"), [([3.0, 1.0, 2.0], 2.0), ([4.0, 1.0, 3.0, 2.0], 2.5), ([5.0], 5.0), ([8.0, 2.0], 5.0)]
-)
-def test_median(values, median):
-    assert pm._median(values) == median
-
-
-class WeightedMean:
-    """The simplest weighted fit (a constant: the weighted mean), keeping the weights of every call."""
-
-    def __init__(self):
-        self.calls = []
-
-    def __call__(self, _utils, watts, weights, previous=None, **options):
-        self.calls.append({"weights": list(weights), "previous": previous, "options": options})
-        level = sum(w * y for w, y in zip(weights, watts, strict=False)) / sum(weights)
-        return {"level": level}, lambda _u: level
-
-
-def _huber_weights(watts, level):
-    residuals = [y - level for y in watts]
-    ordered = sorted(abs(y) for y in watts)
-    median_power = 0.5 * (ordered[(len(ordered) - 1) // 2] + ordered[len(ordered) // 2])
-    ordered = sorted(abs(r) for r in residuals)
-    mad = 0.5 * (ordered[(len(ordered) - 1) // 2] + ordered[len(ordered) // 2])
-    limit = 1.345 * max(1.4826 * mad, 0.005 * median_power)
-    return [1.0 if abs(r) <= limit else limit / abs(r) for r in residuals]
-
-
-def test_robust_fit_stops_when_no_weight_changes():
-    fit = WeightedMean()
-    params, predict = pm._robust_fit(fit, [0.0, 1.0, 2.0], [10.0, 11.0, 12.0], {"knots": (0.0, 100.0)})
-    assert params == {"level": 11.0}
-    assert predict(50.0) == 11.0
-    assert fit.calls == [
-        {"weights": [1.0, 1.0, 1.0], "previous": None, "options": {"knots": (0.0, 100.0)}},
-        {"weights": [1.0, 1.0, 1.0], "previous": {"level": 11.0}, "options": {"knots": (0.0, 100.0)}},
-    ]
-
-
-def test_robust_fit_down_weights_an_outlier_by_huber():
-    fit = WeightedMean()
-    watts = [10.0, 10.0, 10.0, 10.0, 50.0]
-    params, _predict = pm._robust_fit(fit, [0.0, 1.0, 2.0, 3.0, 4.0], watts, {})
-    # first reweighting, by hand: mean 18, residuals -8 (x4) and 32, MAD 8, limit 1.345 * 1.4826 * 8
-    assert fit.calls[1]["weights"] == pytest.approx([1.0] * 4 + [1.345 * 1.4826 * 8 / 32], rel=1e-12)
-    levels = [None] + [
-        sum(w * y for w, y in zip(c["weights"], watts, strict=False)) / sum(c["weights"]) for c in fit.calls
-    ]
-    for step, call in enumerate(fit.calls[1:], start=1):
-        assert call["previous"] == {"level": levels[step]}
-        assert call["weights"] == pytest.approx(_huber_weights(watts, levels[step]), rel=1e-12)
-    changes = [
-        max(abs(a - b) for a, b in zip(c["weights"], p["weights"], strict=False))
-        for p, c in zip(fit.calls, fit.calls[1:], strict=False)
-    ]
-    # reweighted until the weights move by less than 1e-3, at most 10 times
-    assert all(change >= 1e-3 for change in changes[:-1])
-    assert changes[-1] < 1e-3 or len(changes) == 10
-    assert 2 < len(fit.calls) <= 11
-    assert params == {"level": levels[-1]}
-    assert 10.0 < params["level"] < 14.0
-
-
-def test_robust_fit_never_judges_residuals_below_half_a_percent_of_the_power():
-    # MAD 0.08 would put 0.32 W beyond the Huber limit; the floor (0.5 % of 100 W) keeps all weights 1
-    fit = WeightedMean()
-    pm._robust_fit(fit, [0.0, 1.0, 2.0, 3.0, 4.0], [100.0, 100.0, 100.0, 100.0, 100.4], {})
-    assert [call["weights"] for call in fit.calls] == [[1.0] * 5, [1.0] * 5]
-
-
-def test_robust_fit_all_zero_power_is_not_reweighted():
-    fit = WeightedMean()
-    params, _predict = pm._robust_fit(fit, [0.0, 50.0, 100.0], [0.0, 0.0, 0.0], {})
-    assert params == {"level": 0.0}
-    assert len(fit.calls) == 1
 
 
 # --- fit_model -------------------------------------------------------------------------------------
@@ -1380,42 +993,10 @@ def test_fit_nodes_names_the_node_in_errors():
 # Equivalent mutants (mutmut; the same observable behaviour, so no test can kill them; a number is mutmut's
 # x_<function>__mutmut_<n>):
 # (mutant numbers as mutmut names them, x_<function>__mutmut_<n>):
-# - _fit_linear_weighted 33, 34: cov with `u + mean_u` or `y + mean_y` instead of the differences:
-#   the extra terms are 2 mean_u * sum(w (y - mean_y)) and mean_y * sum(w (u - mean_u)), both zero,
-#   so the covariance is the same up to rounding.
-# - _solve 32 (eliminate from column 0 instead of col): the pivot row's entries left of col are
-#   already 0, so the extra updates subtract 0. 41 (solution starts at 1.0) and 60 (back substitution
-#   sums over all columns): the entries below the diagonal are 0 and solution[c] for c >= r is
-#   still its start value when row r is solved, or overwritten before it is read.
-# - _fit_piecewise_weighted 70, 72, 77, 79 (`=` instead of `+=` for gram[i][edge], gram[edge][i],
-#   linear[edge], gram[edge][edge]): segment k is the only one that touches those cells before
-#   the later segments add to them (earlier segments only reach indices below their own edge), so
-#   the cells are still 0 when assigned. 93 (penalty starts as [1.0] * size): only the entries j and
-#   j + 1 of the penalty vector are read, and both are assigned.
-# - _nonnegative_quadratic_min: the problems are positive definite, so the optimum is unique and an
-#   active-set search that still ends at a point satisfying the optimality conditions returns it.
-#   20 (x starts as None): the first inner step never blocks (passive = free) and assigns x.
-#   24, 27 (4 * size instead of 3 * size steps): the loops end earlier by `break`. 33, 58
-#   (`< 0.0`, `< 1e-12`): a variable exactly at the bound is kept or dropped at 0, same point.
-#   63 (non-passive x set to 1.0 after a blocking step): x is replaced by the trial before it is
-#   used for the gradient. 72, 74, 75, 77, 78 (the candidate test: `or`, `>=`, 1e-9 / (...),
-#   1 - |h|, 2 + |h|): they add variables whose gradient is 0 or within 1e-9 of it, or already
-#   passive; the next trial drops them again at alpha = 0 and the point does not move.
-#   84, 86, 88 (another variable added first: the largest index or the other tie-break): the
-#   search still ends at the unique optimum. 41, 44, 45 (the `else 0.0` branch of alpha): it is
-#   taken only for a variable added at 0 whose trial is exactly 0.0; no problem produced that
-#   (60 random and 3 piecewise-shaped ones in the tests, 20,000 random ones searched).
-# - _fit_peaks_weighted 37 (`centre >= 0.0`): the centre is a grid point ((i + 0.5) * step, never 0)
-#   or a previous exponent, which is at least 1e-6 away from 0.
-# - _fit_peaks_weighted 77, 78, 79 (the last pick between the golden-section points a and b):
-#   after 30 steps a and b are within 0.618**30 of a grid cell (about 1e-9 per percent) of each
-#   other, the resolution the search promises; the fitted curves agree to that precision.
 # - compile_model 76, 77, 90, 93, 94, 96 (the fast path's conditions narrowed: more than 2 knots,
 #   knots[1] or knots[+1] or knots[-2] or 101): the fast path only skips checks, and a model it no
 #   longer takes goes through _validated_knots and _finite_floats, which accept it and build the
 #   same predictor.
-# - _robust_fit 42 (`abs(r) < limit`): at abs(r) == limit the weight limit / abs(r) is 1.0 too.
-#   64 (`change <= 1e-3`): differs only when the largest weight change is exactly 0.001.
 # - fit_model 112 (plain least squares with weights 2.0 instead of 1.0): every weighted fit is
 #   unchanged by a common factor on the weights (the smoothing strength scales with their sum).
 # - fit_nodes 27 (span 1.0 without samples): a node without samples has fewer than 3 distinct
