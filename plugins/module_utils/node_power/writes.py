@@ -259,8 +259,8 @@ def run_steps(acc, topo, steps, store=None, snapshot=None, pstate_items=(), tole
             try:
                 store.save()
             except OSError as exc:
-                fail_and_roll_back(acc, topo, ApplyError(f"cannot write state file {store.path}: {exc}"), [],
-                                    list(pstate_items), tolerance_khz, None, snapshot)  # fmt: skip
+                problem = ApplyError(f"cannot write state file {store.path}: {exc}")
+                fail_and_roll_back(acc, topo, problem, [], list(pstate_items), tolerance_khz, None, snapshot)
     journal = []
     try:
         write_steps(acc, steps, journal)
