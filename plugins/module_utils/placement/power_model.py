@@ -57,6 +57,8 @@ __all__ = [
 ]
 
 DEFAULT_KIND = "piecewise_linear"
+# Utilisations (percent) are told apart to this many decimals when a kind counts distinct ones.
+UTIL_RESOLUTION_DIGITS = 9
 KINDS = ("piecewise_linear", "peaks", "linear")
 
 
@@ -290,7 +292,9 @@ def fit_model(samples, kind=DEFAULT_KIND, node=None, **options):
         if not finite_number(smoothing) or smoothing < 0.0:
             _fail(node, "smoothing", f"must be a finite number >= 0, got {smoothing!r}")
     utils, watts = _validated_samples(samples, node)
-    distinct = len(set(utils))
+    # Distinct at a billionth of a percentage point: utilisations closer than that (subnormal floats,
+    # 1e-45 % apart) are one point to the fit, whose sums of squares underflow there.
+    distinct = len({round(u, UTIL_RESOLUTION_DIGITS) for u in utils})
     if distinct < _KINDS[kind].min_distinct:
         _fail(
             node,

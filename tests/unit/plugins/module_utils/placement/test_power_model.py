@@ -159,6 +159,12 @@ def test_noise_is_averaged_out_by_the_default_kind_better_than_by_peaks():
 
 # --- monotonicity (property-based) -------------------------------------------------------------
 
+
+def distinct_utils(utils):
+    """How many utilisations fit_model tells apart (to 1e-9 percentage points)."""
+    return len({round(u, 9) for u in utils})
+
+
 sample_lists = st.lists(
     st.fixed_dictionaries(
         {
@@ -168,7 +174,7 @@ sample_lists = st.lists(
     ),
     min_size=3,
     max_size=40,
-).filter(lambda samples: len({s["util"] for s in samples}) >= 3)
+).filter(lambda samples: distinct_utils([s["util"] for s in samples]) >= 3)
 
 
 @settings(max_examples=40, deadline=None)
@@ -181,7 +187,9 @@ def test_every_fitted_model_is_non_decreasing(samples, kind):
 
 @settings(max_examples=40, deadline=None)
 @given(
-    st.lists(st.floats(min_value=0, max_value=100, allow_nan=False), min_size=3, max_size=40, unique=True),
+    st.lists(st.floats(min_value=0, max_value=100, allow_nan=False), min_size=3, max_size=40, unique=True).filter(
+        lambda utils: distinct_utils(utils) >= 3
+    ),
     st.lists(st.floats(min_value=0, max_value=50, allow_nan=False), min_size=40, max_size=40),
     st.sampled_from(KINDS),
 )
@@ -199,6 +207,27 @@ def test_monotone_samples_give_models_that_stay_within_their_range(utils, rises,
     slack = 1e-6 * watts[-1] + 1e-6
     for u in (utils[0], utils[-1]):
         assert watts[0] - (watts[-1] - watts[0]) - slack <= predict(u) <= watts[-1] + (watts[-1] - watts[0]) + slack
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_utilisations_closer_than_a_billionth_of_a_point_are_one(kind):
+    # hypothesis' example: three "distinct" subnormal utilisations, on which the peaks fit's sums of
+    # squares underflow and its model predicted 0 W for samples of 50 and 51 W
+    samples = [
+        {"util": 0.0, "watts": 50.0},
+        {"util": 1.401298464324817e-45, "watts": 50.0},
+        {"util": 5e-324, "watts": 51.0},
+    ]
+    with pytest.raises(PowerModelError) as err:
+        fit_model(samples, kind=kind)
+    needed = 3 if kind == "peaks" else 2
+    assert str(err.value) == (
+        f"power model: samples: kind {kind!r} needs samples at {needed} or more distinct utilisation values, got 1"
+    )
+    # a billionth of a point apart is enough, and the fit is sane there
+    apart = [{"util": 0.0, "watts": 50.0}, {"util": 1e-9, "watts": 50.0}, {"util": 2e-9, "watts": 51.0}]
+    predict = compile_model(fit_model(apart, kind=kind))
+    assert 49.0 < predict(0.0) <= predict(2e-9) < 52.0
 
 
 # --- errors name the node and the field --------------------------------------------------------
