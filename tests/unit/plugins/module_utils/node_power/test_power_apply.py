@@ -876,6 +876,6 @@ def test_restore_controls_state_file_with_a_bad_cpu_list(tmp_path):
 #   there are no policies to roll back, and the tolerance is used only to judge those.
 # - apply_controls 96 and 103, `pstate["managed"] if pstate else online` (and `skipped_offline` /
 #   `skipped`) -> always `online` / `skipped`: plan_present takes both lists from the same
-#   resolve_cpus(topo, request) call _validate_all made, so they are equal.
+#   resolve_cpus(topo, request) call validate_all made, so they are equal.
 # - gather_info 5 and 7, `gather_cpufreq_info(acc, topo)` -> `(acc, None)` / `(acc)`: it then builds
 #   Topology(acc) itself from the same files; the facts are the same.

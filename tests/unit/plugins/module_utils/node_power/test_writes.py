@@ -721,7 +721,7 @@ def test_execute_failure_whose_rollback_fails_says_what_to_check(tmp_path):
 # x_<function>__mutmut_<n>):
 # - step_equal, `want // 4 + 1000` -> `want / 4 + 1000`: the difference of two integers is an
 #   integer, and an integer is <= x + 1000 exactly when it is <= floor(x) + 1000.
-# - _safe_range_order, `(i > j) == raising` -> `(i >= j) == raising`: i == j would need the max and
+# - safe_range_order, `(i > j) == raising` -> `(i >= j) == raising`: i == j would need the max and
 #   the min step to be the same step (their paths differ).
 # - run_steps, `snapshot` -> None in the unwritable-state-file call: that call passes store=None,
-#   and _fail_and_roll_back reads the snapshot only with a store.
+#   and fail_and_roll_back reads the snapshot only with a store.

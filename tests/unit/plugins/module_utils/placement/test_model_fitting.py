@@ -423,19 +423,19 @@ def test_robust_fit_all_zero_power_is_not_reweighted():
 
 # Equivalent mutants (mutmut; the same observable behaviour, so no test can kill them; a number is mutmut's
 # x_<function>__mutmut_<n>):
-# - _fit_linear_weighted 33, 34: cov with `u + mean_u` or `y + mean_y` instead of the differences:
+# - fit_linear_weighted 33, 34: cov with `u + mean_u` or `y + mean_y` instead of the differences:
 #   the extra terms are 2 mean_u * sum(w (y - mean_y)) and mean_y * sum(w (u - mean_u)), both zero,
 #   so the covariance is the same up to rounding.
-# - _solve 32 (eliminate from column 0 instead of col): the pivot row's entries left of col are
+# - solve 32 (eliminate from column 0 instead of col): the pivot row's entries left of col are
 #   already 0, so the extra updates subtract 0. 41 (solution starts at 1.0) and 60 (back substitution
 #   sums over all columns): the entries below the diagonal are 0 and solution[c] for c >= r is
 #   still its start value when row r is solved, or overwritten before it is read.
-# - _fit_piecewise_weighted 70, 72, 77, 79 (`=` instead of `+=` for gram[i][edge], gram[edge][i],
+# - fit_piecewise_weighted 70, 72, 77, 79 (`=` instead of `+=` for gram[i][edge], gram[edge][i],
 #   linear[edge], gram[edge][edge]): segment k is the only one that touches those cells before
 #   the later segments add to them (earlier segments only reach indices below their own edge), so
 #   the cells are still 0 when assigned. 93 (penalty starts as [1.0] * size): only the entries j and
 #   j + 1 of the penalty vector are read, and both are assigned.
-# - _nonnegative_quadratic_min: the problems are positive definite, so the optimum is unique and an
+# - nonnegative_quadratic_min: the problems are positive definite, so the optimum is unique and an
 #   active-set search that still ends at a point satisfying the optimality conditions returns it.
 #   20 (x starts as None): the first inner step never blocks (passive = free) and assigns x.
 #   24, 27 (4 * size instead of 3 * size steps): the loops end earlier by `break`. 33, 58
@@ -448,10 +448,10 @@ def test_robust_fit_all_zero_power_is_not_reweighted():
 #   search still ends at the unique optimum. 41, 44, 45 (the `else 0.0` branch of alpha): it is
 #   taken only for a variable added at 0 whose trial is exactly 0.0; no problem produced that
 #   (60 random and 3 piecewise-shaped ones in the tests, 20,000 random ones searched).
-# - _fit_peaks_weighted 37 (`centre >= 0.0`): the centre is a grid point ((i + 0.5) * step, never 0)
+# - fit_peaks_weighted 37 (`centre >= 0.0`): the centre is a grid point ((i + 0.5) * step, never 0)
 #   or a previous exponent, which is at least 1e-6 away from 0.
-# - _fit_peaks_weighted 77, 78, 79 (the last pick between the golden-section points a and b):
+# - fit_peaks_weighted 77, 78, 79 (the last pick between the golden-section points a and b):
 #   after 30 steps a and b are within 0.618**30 of a grid cell (about 1e-9 per percent) of each
 #   other, the resolution the search promises; the fitted curves agree to that precision.
-# - _robust_fit 42 (`abs(r) < limit`): at abs(r) == limit the weight limit / abs(r) is 1.0 too.
+# - robust_fit 42 (`abs(r) < limit`): at abs(r) == limit the weight limit / abs(r) is 1.0 too.
 #   64 (`change <= 1e-3`): differs only when the largest weight change is exactly 0.001.
