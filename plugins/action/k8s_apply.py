@@ -152,7 +152,7 @@ class ActionModule(ActionBase):
 
     def _apply(self, module_args, task_vars):
         """The module's answer; a wait in steps with progress lines, or a dry run with predictions."""
-        if not self._play_context.check_mode and _truthy(module_args.get("wait")) and module_args.get("definition"):
+        if not self._play_context.check_mode and truthy(module_args.get("wait")) and module_args.get("definition"):
             return self._wait_in_steps(_MODULE, module_args, task_vars)
         if (
             not self._play_context.check_mode
@@ -176,7 +176,7 @@ class ActionModule(ActionBase):
         if len(results) != len(definitions):
             return result  # a List kind was expanded: nothing to map, the module's answer stands
 
-        run = _run_id()
+        run = run_id()
         known = planned_in(_fact(task_vars), run)
         plan = plan_from(definitions, module_args.get("namespace"), known)
         outcome = classify(definitions, results, module_args.get("namespace"), plan)
@@ -253,7 +253,7 @@ class ActionModule(ActionBase):
                     state,
                 )
                 display.display(f"{host}: {line}" if host else line)
-        return steps.final(labels, wanted, total, state, _truthy(module_args.get("continue_on_error")))
+        return steps.final(labels, wanted, total, state, truthy(module_args.get("continue_on_error")))
 
 
 def _as_list(definition):
@@ -339,7 +339,7 @@ def _fact(task_vars):
     return facts.get(FACT) or task_vars.get(FACT)
 
 
-def _run_id():
+def run_id():
     """This ansible-playbook run, named by its controller temporary directory (hashed).
 
     A fact can outlive its run (a fact cache), so the plan in the fact is used only by the run that
@@ -356,7 +356,7 @@ def _run_id():
     return hashlib.sha256(C.DEFAULT_LOCAL_TMP.encode("utf-8")).hexdigest()[:16]
 
 
-def _truthy(value) -> bool:
+def truthy(value) -> bool:
     # A templated `wait:` arrives as a bool or as the string Jinja made of it ("True"/"False"):
     # read as the module's own bool option reads it (ansible's convert_bool; None is false).
     return boolean(value, strict=False)

@@ -28,7 +28,7 @@ LAST_POLICY_MINOR = 22
 LAST_INSECURE_SERVING_MINOR = 22  # the last release serving healthz/metrics over plain HTTP (port 10251)
 
 
-def _served_table():
+def served_table():
     table = {18: ("v1alpha2", "v1alpha1")}
     for minor in range(19, 22):
         table[minor] = ("v1beta1",)
@@ -44,7 +44,7 @@ def _served_table():
 
 
 # minor release of Kubernetes 1.x -> kubescheduler.config.k8s.io versions served, newest first
-SERVED = _served_table()
+SERVED = served_table()
 
 
 class ConfigError(ValueError):

@@ -86,3 +86,47 @@ def test_only_the_standard_library_besides_the_listed_third_party_imports():
         if top not in sys.stdlib_module_names and top != "ansible_collections":
             found.add((relative, top))
     assert found == THIRD_PARTY
+
+
+def test_no_private_name_is_imported_from_another_module():
+    """A name with a leading underscore is its module's own: another module, a plugin or a test that
+    needs it means it is public (a family's shared helper) or the caller should use what is."""
+    wrong = []
+    for path in sorted(REPO.joinpath("plugins").rglob("*.py")) + sorted(REPO.joinpath("tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ansible_collections.poweraware"):
+                package = REPO.joinpath(*node.module.split(".")[3:])
+                # a module whose file name starts with "_" (plugin_utils/_k8s_action.py) is imported whole
+                private = [
+                    alias.name
+                    for alias in node.names
+                    if alias.name.startswith("_") and not package.joinpath(alias.name + ".py").is_file()
+                ]
+                wrong += [f"{path.relative_to(REPO)}: {node.module}.{name}" for name in private]
+    assert wrong == []
+
+
+def test_tests_reach_the_collection_through_public_names():
+    """A test that reads ``module._helper`` pins an internal that only tests read: it checks the
+    behaviour through the public function that uses the helper instead."""
+    wrong = []
+    for path in sorted(REPO.joinpath("tests").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        modules = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ansible_collections.poweraware"):
+                package = REPO.joinpath(*node.module.split(".")[3:])
+                modules |= {a.asname or a.name for a in node.names if package.joinpath(a.name + ".py").is_file()}
+            elif isinstance(node, ast.Import):
+                ours = [a for a in node.names if a.name.startswith("ansible_collections.poweraware")]
+                modules |= {a.asname for a in ours if a.asname}
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in modules
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+            ):
+                wrong.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.value.id}.{node.attr}")
+    assert wrong == []

@@ -247,7 +247,7 @@ def _dry_run(task_vars):
 
 
 def test_a_dry_run_predicts_what_an_earlier_task_of_this_run_creates():
-    earlier = {"run": k8s_apply._run_id(), "namespaces": ["tas"], "kinds": []}
+    earlier = {"run": k8s_apply.run_id(), "namespaces": ["tas"], "kinds": []}
     instance, result = _dry_run({"ansible_facts": {FACT: earlier}})
     assert not result.get("failed"), result
     assert result["changed"] and result["predicted"] == [
@@ -263,7 +263,7 @@ def test_a_plan_left_by_another_run_is_ignored():
     _instance, result = _dry_run({"ansible_facts": {FACT: {"run": "another-run", "namespaces": ["tas"]}}})
     assert result["failed"]
     assert "no task of this run creates namespace tas" in result["msg"]
-    assert result["ansible_facts"][FACT]["run"] == k8s_apply._run_id()
+    assert result["ansible_facts"][FACT]["run"] == k8s_apply.run_id()
 
 
 def test_a_dry_run_records_the_namespaces_it_applies_under_this_runs_identity():
@@ -274,7 +274,7 @@ def test_a_dry_run_records_the_namespaces_it_applies_under_this_runs_identity():
         answer={"changed": True, "result": {"results": [{"changed": True}, dict(NOT_FOUND, changed=False)]}},
     )
     result = instance.run(task_vars={})
-    assert result["ansible_facts"] == {FACT: {"run": k8s_apply._run_id(), "namespaces": ["tas"], "kinds": []}}
+    assert result["ansible_facts"] == {FACT: {"run": k8s_apply.run_id(), "namespaces": ["tas"], "kinds": []}}
     assert len(result["predicted"]) == 1
 
 
@@ -287,22 +287,22 @@ def test_the_run_identity_is_the_same_in_every_worker_of_a_run():
     from ansible.utils.multiprocessing import context
 
     assert context.get_start_method() == "fork"
-    parent = k8s_apply._run_id()
+    parent = k8s_apply.run_id()
     read, write = os.pipe()
     child = os.fork()
     if child == 0:  # pragma: no cover - the child's coverage is not collected
-        os.write(write, k8s_apply._run_id().encode())
+        os.write(write, k8s_apply.run_id().encode())
         os._exit(0)
     os.close(write)
     os.waitpid(child, 0)
     with os.fdopen(read) as pipe:
         assert pipe.read() == parent
-    assert k8s_apply._run_id() == parent
+    assert k8s_apply.run_id() == parent
 
 
 def test_each_run_has_its_own_identity_whatever_its_pid(monkeypatch):
     # Another ansible-playbook process: another controller temporary directory, another identity.
-    code = "from ansible_collections.poweraware.k8s.plugins.action import k8s_apply; print(k8s_apply._run_id())"
+    code = "from ansible_collections.poweraware.k8s.plugins.action import k8s_apply; print(k8s_apply.run_id())"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     argv = [sys.executable, "-c", code]
     runs = [
@@ -310,10 +310,10 @@ def test_each_run_has_its_own_identity_whatever_its_pid(monkeypatch):
         for run in ("first", "second")
     ]
     others = {run.stdout.strip() for run in runs}
-    assert len(others) == 2 and k8s_apply._run_id() not in others
+    assert len(others) == 2 and k8s_apply.run_id() not in others
     # The same PID (a container's ansible-playbook, run after run) with another run's directory:
     # another identity. The identity is 16 hex digits, not the controller's path.
-    first = k8s_apply._run_id()
+    first = k8s_apply.run_id()
     monkeypatch.setattr(C, "DEFAULT_LOCAL_TMP", C.DEFAULT_LOCAL_TMP + "-next-run")
-    assert k8s_apply._run_id() != first
+    assert k8s_apply.run_id() != first
     assert len(first) == 16 and int(first, 16) >= 0

@@ -321,7 +321,7 @@ def test_a_module_that_cannot_start_fails_with_its_own_message(action):
     "value, expected", [(True, True), ("True", True), ("false", False), (False, False), (None, False), ("yes", True)]
 )
 def test_a_templated_wait_is_read_as_yaml_would(value, expected):
-    assert k8s_apply._truthy(value) is expected
+    assert k8s_apply.truthy(value) is expected
 
 
 def test_a_rollout_is_asked_about_again_after_the_modules_poll_interval_and_reported_every_step(action):

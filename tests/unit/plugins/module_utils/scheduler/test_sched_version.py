@@ -285,7 +285,7 @@ def test_resolve_version_without_a_release_says_what_to_set(image, message):
 
 def test_the_table_as_built_is_the_design_newest_first():
     """SERVED is built once at import; building it again checks the builder itself, release by release."""
-    table = sv._served_table()
+    table = sv.served_table()
     assert {minor: set(versions) for minor, versions in table.items()} == DESIGN_TABLE
     assert all(list(versions) == sorted(versions, key=ORDER.index, reverse=True) for versions in table.values())
 
