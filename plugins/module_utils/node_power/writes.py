@@ -128,16 +128,8 @@ def execute(acc, topo, plan, store=None, check_mode=False, record=True):
                 if res["item"] is item:
                     res["after"].update(readback)
     except ApplyError as exc:
-        failed = []
-        restored, problems = rollback_policies(acc, topo, touched, plan["tolerance_khz"], failed)
-        note = rewind_journal(store, snapshot, problems, failed) if store is not None else ""
-        if problems:
-            raise ApplyError(
-                f"{exc}; rollback FAILED for: {'; '.join(problems)} - check these attributes by hand{note}"
-            ) from exc
-        raise ApplyError(
-            f"{exc}; rolled back the {restored} value(s) this run had changed, nothing else was touched"
-        ) from exc
+        # no single-attribute steps yet: only the policies this run touched go back
+        fail_and_roll_back(acc, topo, exc, [], touched, plan["tolerance_khz"], store, snapshot)
     return True, results
 
 
