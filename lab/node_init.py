@@ -20,11 +20,13 @@ What it does, in order (each step idempotent, so a restart - ``lab reboot`` - bo
    SSH host key (generated on first boot, kept on the node's disk);
 6. network (a worker: it has a network namespace of its own): its address, routes and pod overlay
    once the lab has cabled its ``eth0`` (lab/components/network.py);
-7. boot: every enabled unit of ``multi-user.target`` (``systemctl --boot``, lab/node_systemctl.py);
+7. boot: every enabled unit of ``multi-user.target``, oneshot or long-running (``systemctl --boot``,
+   lab/node_systemctl.py);
 8. services: ``sshd`` on the node's own address, and the static-pod runner on nodes that have one.
 
-It then supervises them: a service that exits is restarted (1 s back-off); SIGTERM stops them and
-ends the namespace, which takes every mount with it.
+It then supervises them: a service that exits is restarted (1 s back-off); SIGTERM stops the units
+the node's service manager runs (``systemctl --shutdown``, as systemd stops them when a machine goes
+down), then them, and ends the namespace, which takes every mount with it.
 """
 
 import ctypes
@@ -326,6 +328,21 @@ def boot():
         log(f"boot: {line}")
 
 
+def shut_down(timeout=10.0):
+    """What systemd does when the machine goes down: stop the services its service manager runs
+    (each by its KillMode= and TimeoutStopSec=). Within the lab's grace for the node's stop; what is
+    left after it dies with the node (lab/nodes.py)."""
+    try:
+        result = subprocess.run(
+            ["/usr/local/sbin/systemctl", "--shutdown"], capture_output=True, text=True, check=False, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        log(f"shutdown: services still stopping after {timeout:.0f} s: left to the power-off")
+        return
+    for line in (result.stdout + result.stderr).splitlines():
+        log(f"shutdown: {line}")
+
+
 def main(argv):
     cfg = json.loads(pathlib.Path(argv[1]).read_text())
     set_up_disk(cfg)
@@ -349,6 +366,7 @@ def main(argv):
         for service in running:
             service.supervise(now)
         time.sleep(0.5)
+    shut_down()
     for service in reversed(running):
         service.stop()
     log("stopped")

@@ -20,7 +20,8 @@ On the controller, under ``<state>/nodes/<node>/``::
 
 ``<state>/ssh/`` holds the lab's login key pair (0600), ``known_hosts`` with each node's host key and
 an ``ssh_config`` naming every node. A node runs as long as its init process; stopping it ends every
-process in its mount namespace, and with the last one the namespace and all its mounts are gone.
+process in its mount namespace and every descendant of one (the node's services in their sandboxes'
+namespaces, its pods), and with the last one the namespace and all its mounts are gone.
 """
 
 from __future__ import annotations
@@ -116,6 +117,49 @@ def pids_in_namespace(ns: str) -> list[int]:
         if entry.name.isdigit() and _mnt_ns(int(entry.name)) == ns:
             found.append(int(entry.name))
     return sorted(found)
+
+
+def node_processes(ns: str) -> list[int]:
+    """Every process of the node whose mount namespace is ``ns``: those in it and all their
+    descendants, which includes the processes in mount namespaces of their own below the node's
+    (a service in its sandbox, lab/node_systemctl.py; a pod, lab/kubelet)."""
+    children: dict[int, list[int]] = {}
+    for entry in pathlib.Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if fields[0] != "Z":  # a zombie has ended already
+                    children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found = set(pids_in_namespace(ns))
+    queue = list(found)
+    while queue:
+        for child in children.get(queue.pop(), []):
+            if child not in found:
+                found.add(child)
+                queue.append(child)
+    return sorted(found)
+
+
+def power_off(ns: str, rounds: int = 50) -> list[int]:
+    """What a power cut does to a node's processes: every one of them ends. Each is stopped
+    (SIGSTOP) until no new one appears - a stopped process cannot fork, and one whose parent is
+    stopped is not orphaned, so none escapes by being reparented away from the node - and then
+    killed. Returns the pids it found."""
+    if ns == _mnt_ns(os.getpid()):
+        raise NodeError(f"refusing to power off {ns}: it is the controller's own mount namespace")
+    stopped: set[int] = set()
+    for _round in range(rounds):
+        new = set(node_processes(ns)) - stopped
+        if not new:
+            break
+        for pid in new:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        stopped |= new
+    for pid in stopped:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return sorted(stopped)
 
 
 def port_open(address: str, port: int, timeout: float = 0.5) -> bool:
@@ -296,6 +340,11 @@ class NodeHosts:
         # Installed as an executable for the node's own interpreter (the source has no shebang).
         (sbin / "systemctl").write_text("#!/usr/bin/python3\n" + (LAB_DIR / "node_systemctl.py").read_text())
         os.chmod(sbin / "systemctl", 0o755)  # noqa: S103 - an executable in /usr/local/sbin
+        # and `journalctl -u UNIT`, which it answers from its services' journal files
+        journalctl = disk / "usr" / "local" / "bin" / "journalctl"
+        journalctl.parent.mkdir(parents=True, exist_ok=True)
+        journalctl.unlink(missing_ok=True)
+        journalctl.symlink_to("../sbin/systemctl")
 
     def power_on_kernel(self, name: str, **firmware) -> None:
         """The node's kernel as at power-on: cpufreq and powercap at their boot values. ``firmware``:
@@ -472,10 +521,12 @@ class NodeHosts:
         pki.atomic_write(self.ssh_dir / "ssh_config", "\n".join(config), 0o644)
 
     def stop(self, name: str, info: dict, grace: float = 15.0) -> list[int]:
-        """Stop the node: its init stops its services; whatever else runs in its namespace (SSH
-        sessions, commands started over SSH) is killed. Returns the pids that were running."""
+        """Stop the node: its init stops its services (the units its service manager runs, then
+        sshd and the kubelet); whatever else is left of it (SSH sessions, commands started over
+        SSH, a service's processes in their sandbox's namespace) is killed as by a power cut
+        (``power_off``). Returns the pids that were running."""
         pid, ns = info["pid"], info.get("mnt_ns")
-        members = pids_in_namespace(ns) if ns and _mnt_ns(pid) == ns else []
+        members = node_processes(ns) if ns and _mnt_ns(pid) == ns else []
         if _alive(pid, info.get("start_time")):
             os.kill(pid, signal.SIGTERM)
             deadline = time.monotonic() + grace
@@ -483,12 +534,10 @@ class NodeHosts:
                 time.sleep(0.1)
         if ns:
             for _round in range(3):
-                left = pids_in_namespace(ns)
+                left = power_off(ns)
                 if not left:
                     break
-                for other in left:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(other, signal.SIGKILL)
+                members += left
                 time.sleep(0.2)
         _reap(pid)
         kernel = self._stop_kernel(name, info["kernel"]) if info.get("kernel") else []
