@@ -377,6 +377,7 @@ class Lab:
             "--log-dir=/var/log",
             "--run-dir=/var/lib/kubelet/lab-static-pods",
             "--status-file=/var/lib/kubelet/lab-static-pods.json",
+            "--config=/var/lib/kubelet/config.yaml",  # as kubeadm's kubelet drop-in passes it
             "--poll-interval=1",
             "--kubeconfig=/etc/kubernetes/kubelet.conf",
             "--tls-cert-file=/var/lib/kubelet/pki/kubelet.crt",

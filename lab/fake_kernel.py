@@ -40,6 +40,9 @@ The other controls (checked against the kernel source, cited where the rule is a
   never compared with ``max_power_uw``; a time window is encoded as 2^Y * (1 + F/4) * 976 us;
   ``enabled`` is ``kstrtobool``. ``name``, ``max_power_uw``, ``energy_uj`` ...: EACCES.
 * hwmon: every attribute of these trees is read-only (EACCES).
+* topology (drivers/base/topology.c, drivers/base/node.c): ``cpuN/topology/*`` and the NUMA nodes'
+  files are read-only (EACCES); a CPU taken offline loses its ``topology`` directory and leaves its
+  siblings' lists and its node's ``cpulist``.
 
 RAPL ``energy_uj`` is computed when it is read, as the kernel computes it from the energy-status
 MSR: where the lab's power meter (lab/components/node_power.py) runs, it publishes each metered
@@ -58,9 +61,11 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import time
 
-from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.sysfs import SysfsAccessor  # lab/__init__.py
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.cpulist import format_cpulist  # lab/__init__.py
+from ansible_collections.poweraware.k8s.plugins.module_utils.node_power.sysfs import SysfsAccessor
 
 METER = ".poweraware-meter.json"  # in the tree's root, beside lab/fake_sysfs.py's marker
 # an hwmon energy counter (Documentation/hwmon/sysfs-interface.rst: energy[1-*]_input, microjoules)
@@ -110,6 +115,9 @@ def _oserror(code, path):
 
 
 _CPUIDLE = re.compile(r"^devices/system/cpu/cpu\d+/cpuidle/state\d+/(\w+)$")
+_TOPOLOGY = re.compile(r"^devices/system/(?:cpu/cpu\d+/topology|node)/")
+# a topology directory's lists of CPUs (the kernel's ``%*pbl`` of online CPUs)
+_SIBLING_LISTS = ("core_cpus_list", "thread_siblings_list", "package_cpus_list", "core_siblings_list", "die_cpus_list")
 _UNCORE = re.compile(r"^devices/system/cpu/intel_uncore_frequency/([^/]+)/(\w+)$")
 # zones are resolved to where the kernel keeps them (class/powercap only links there); a sub-zone is
 # nested in its package's directory
@@ -334,6 +342,16 @@ class FakeKernel(SysfsAccessor):
             link.unlink()
         ordered = sorted(self.online)
         self.raw_write("devices/system/cpu/online", ",".join(str(c) for c in ordered))
+        # topology_remove_dev: its topology attributes go, and it leaves every list of online CPUs
+        shutil.rmtree(pathlib.Path(self.root, f"devices/system/cpu/cpu{cpu}/topology"), ignore_errors=True)
+        lists = [f"devices/system/cpu/cpu{c}/topology/{name}" for c in ordered for name in _SIBLING_LISTS]
+        lists += [
+            str(p.relative_to(self.root)) for p in pathlib.Path(self.root, "devices/system/node").glob("node*/cpulist")
+        ]
+        for rel in lists:
+            if self.raw_exists(rel):
+                left = [c for c in self._parse(self.raw_read(rel)) if c != cpu]
+                self.raw_write(rel, format_cpulist(left))
 
     def lock_powercap(self, zone):
         """The BIOS lock bit: every power-limit write of ``zone`` becomes EACCES, enabled reads 0."""
@@ -352,7 +370,7 @@ class FakeKernel(SysfsAccessor):
         match = _POWERCAP.match(real)
         if match:
             return self._store_powercap, bool(_POWERCAP_RW.match(match.group(2)))
-        if real.startswith("class/hwmon/"):
+        if real.startswith("class/hwmon/") or _TOPOLOGY.match(real):
             return None, False
         return None
 

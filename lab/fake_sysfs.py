@@ -10,6 +10,10 @@ Layout written (paths relative to ``root``)::
 
     devices/system/cpu/{present,online,possible,kernel_max}
     devices/system/cpu/cpuN/online              (not for cpu0, as on most x86 machines)
+    devices/system/cpu/cpuN/topology/{physical_package_id,die_id,core_id,core_cpus_list,
+        thread_siblings_list,package_cpus_list,core_siblings_list,die_cpus_list}   (online CPUs only)
+    devices/system/node/{online,possible,has_cpu,has_memory,has_normal_memory}
+    devices/system/node/nodeP/cpulist, nodeP/cpuN -> ../../cpu/cpuN   (one NUMA node per package)
     devices/system/cpu/cpuN/cpufreq -> ../cpufreq/policyX   (online CPUs only)
     devices/system/cpu/cpufreq/policyX/...      (scaling_*, cpuinfo_*, related_cpus, EPP ...)
     devices/system/cpu/intel_pstate/{status,no_turbo,...} | devices/system/cpu/amd_pstate/status
@@ -30,6 +34,17 @@ and, for the scenarios that ask for them (shape keys ``idle``, ``uncore``, ``pow
 The shape key ``registration_order`` (package ids, default ascending) models a boot on which the
 drivers registered the packages in another order: RAPL zone and TPMI ``uncoreNN`` numbers follow it
 (only a zone's ``name`` and a domain's ``package_id``/``domain_id`` name the package).
+
+CPUs are laid out as Linux numbers them on a multi-package x86 server: the first thread of every
+core, package after package (``cpus / packages / threads_per_core`` cores each, ``core_id`` counted
+within its package), then the second threads in the same order (cpuN and cpu(N + cores) are
+siblings). The shape key ``threads_per_core`` (default 1: one thread per core, as every scenario
+here) gives SMT. Only online CPUs have a ``topology`` directory and appear in the sibling lists
+(drivers/base/topology.c: the attributes are added when a CPU comes online and removed when it goes);
+the masks (``core_cpus``, ``package_cpus`` ...), ``cluster_*`` and ``ppin`` are not written. Each
+package is a NUMA node, its directory with what drivers/base/node.c puts there for CPUs (``cpulist``,
+a ``cpuN`` link per present CPU; no ``meminfo`` or ``distance``): kubelet's CPU manager reads them
+as cAdvisor does (lab/kubelet/cpu_manager.py).
 
 Command line: ``python lab/fake_sysfs.py ROOT SCENARIO [--cpus N] [--rebuild]``.
 """
@@ -171,6 +186,58 @@ def parse_cpulist(text):
         lo, _sep, hi = part.partition("-")
         out.extend(range(int(lo), int(hi or lo) + 1))
     return out
+
+
+def cpu_layout(cpus, packages=1, threads_per_core=1):
+    """CPU number -> (package, core_id within the package, thread) in Linux's x86 enumeration: the
+    first thread of every core, package after package, then the second threads in the same order.
+    Cores that do not divide evenly leave the last packages shorter (a tree with more RAPL packages
+    than cores has CPU-less ones)."""
+    cores = cpus // threads_per_core
+    if cores * threads_per_core != cpus:
+        raise ValueError(f"{cpus} CPUs cannot make cores of {threads_per_core} threads")
+    per_package = -(-cores // packages)
+    return {
+        thread * cores + core: (core // per_package, core % per_package, thread)
+        for thread in range(threads_per_core)
+        for core in range(cores)
+    }
+
+
+def _topology(root: pathlib.Path, layout, present, online):
+    """Each online CPU's ``topology`` attributes (drivers/base/topology.c; a die per package) and a
+    NUMA node per package with its CPUs (drivers/base/node.c: a link for every present CPU, and its
+    ``cpulist`` of the online ones)."""
+    cpu_dir = root / "devices" / "system" / "cpu"
+
+    def siblings(cpu, same):
+        return _cpulist(c for c in online if same(layout[c], layout[cpu]))
+
+    for cpu in online:
+        package, core, _thread = layout[cpu]
+        tdir = cpu_dir / f"cpu{cpu}" / "topology"
+        core_cpus = siblings(cpu, lambda a, b: a[:2] == b[:2])
+        package_cpus = siblings(cpu, lambda a, b: a[0] == b[0])
+        for name, value in (
+            ("physical_package_id", package),
+            ("die_id", 0),
+            ("core_id", core),
+            ("core_cpus_list", core_cpus),
+            ("thread_siblings_list", core_cpus),
+            ("package_cpus_list", package_cpus),
+            ("core_siblings_list", package_cpus),
+            ("die_cpus_list", package_cpus),
+        ):
+            _put(tdir / name, value, 0o444)
+    nodes = sorted({layout[c][0] for c in present})
+    node_dir = root / "devices" / "system" / "node"
+    for name in ("online", "possible", "has_cpu", "has_memory", "has_normal_memory"):
+        _put(node_dir / name, _cpulist(nodes), 0o444)
+    for node in nodes:
+        _put(node_dir / f"node{node}" / "cpulist", _cpulist(c for c in online if layout[c][0] == node), 0o444)
+        for cpu in present:
+            if layout[cpu][0] == node:
+                os.symlink(f"../../cpu/cpu{cpu}", node_dir / f"node{node}" / f"cpu{cpu}")
 
 
 def _put(path: pathlib.Path, value, mode=0o644):
@@ -370,7 +437,8 @@ def build_tree(root: pathlib.Path, scenario: str, rebuild: bool = False, **shape
     ``policy_size`` (CPUs per policy, acpi-cpufreq), ``p_cores`` (hybrid), ``governor``, ``epp``,
     ``epp_values`` (the CPU model's EPP register value per preference name where it differs from the
     driver's defaults: intel_pstate.c ``intel_epp_default`` gives some models another
-    ``balance_performance``), ``packages`` (RAPL packages), ``tdp_w``, ``energy_readable`` (True:
+    ``balance_performance``), ``packages`` (CPU packages, each a NUMA node with its RAPL zone),
+    ``threads_per_core`` (SMT, default 1), ``tdp_w``, ``energy_readable`` (True:
     energy_uj mode 0444, as before Linux 5.10; default mode 0400),
     ``idle`` (a key of ``IDLE_STATES``), ``uncore`` (``legacy`` / ``tpmi``), ``powercap`` (``rapl``
     (default), ``rapl_pl2``, ``locked``, ``energy_only`` or None), ``hwmon`` (``amd_energy``,
@@ -399,6 +467,7 @@ def build_tree(root: pathlib.Path, scenario: str, rebuild: bool = False, **shape
         "powercap",
         "hwmon",
         "registration_order",
+        "threads_per_core",
     }
     if unknown:
         raise TypeError(f"unknown shape argument(s): {', '.join(sorted(unknown))}")
@@ -433,7 +502,8 @@ def build_tree(root: pathlib.Path, scenario: str, rebuild: bool = False, **shape
         cdir.mkdir(parents=True, exist_ok=True)
         if cpu != 0:  # cpu0 usually cannot be hot-unplugged and has no online file
             _put(cdir / "online", 1 if cpu in online else 0)
-        _put(cdir / "topology" / "core_id", cpu, 0o444)
+    packages = int(opts.get("packages") or 1)
+    _topology(root, cpu_layout(n, packages, int(opts.get("threads_per_core") or 1)), present, online)
 
     if driver is not None:
         if scenario == "acpi_cpufreq_shared":
@@ -472,7 +542,6 @@ def build_tree(root: pathlib.Path, scenario: str, rebuild: bool = False, **shape
                 if cpu in online:  # the kernel removes the link when a CPU goes offline
                     os.symlink(f"../cpufreq/policy{owner}", cpu_dir / f"cpu{cpu}" / "cpufreq")
 
-    packages = int(opts.get("packages") or 1)
     # root-only since the RAPL side-channel fix (CVE-2020-8694, Linux 5.10 and backports)
     energy_mode = 0o444 if opts.get("energy_readable", False) else 0o400
     if opts.get("idle"):

@@ -56,6 +56,7 @@ OVERLAYS = ("etc", "usr", "var", "opt")
 # The node's view of these sysfs subtrees comes from its fake kernel (only those the tree has).
 SYSFS_SUBTREES = (
     "devices/system/cpu",
+    "devices/system/node",  # its NUMA nodes, whose CPUs are the fake kernel's, not this machine's
     "class/powercap",
     "devices/virtual/powercap",
     "class/hwmon",

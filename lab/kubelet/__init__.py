@@ -14,6 +14,10 @@ the power meter) and ``kubelet.<module>`` on a node:
 - volumes.py, probes.py, pull.py (image references and pulls), client.py (kube-apiserver with the
   node's credentials);
 - api.py: the kubelet API on port 10250, and stats.py its resource statistics;
+- cpu_manager.py: kubelet 1.36's CPU manager (policies none and static, ``reservedSystemCPUs``): the
+  node's topology from its /sys, each Guaranteed container's exclusive CPUs allocated at admission
+  for every pod bound to the node and given back when the pod is gone or ended, kept in
+  ``/var/lib/kubelet/cpu_manager_state`` byte for byte as kubelet writes it (no affinity is set);
 - common.py and linux.py: what the others share (the pods' error and log; libc's namespaces and mounts).
 
 The API pods: pods bound to this node whose image the lab knows run for real. static_pods.py runs
@@ -56,7 +60,9 @@ one:
   Always``) are not run and say so;
 - output in ``/var/log/pods/<ns>_<pod>_<uid>/<container>/0.log``, linked from ``/var/log/containers``;
 - deletion: a pod marked for deletion is stopped within its grace period, then removed from the
-  API (``gracePeriodSeconds: 0``), and its directory with it.
+  API (``gracePeriodSeconds: 0``), and its directory with it;
+- admission by the CPU manager (cpu_manager.py): a pod whose Allocate fails is ``Failed`` with
+  kubelet's ``UnexpectedAdmissionError`` and message, and nothing of it runs.
 
 An image that is mapped but whose container cannot start (no executable, a volume that cannot be
 made, a refused token) shows the reason in the container's ``waiting`` state, as kubelet's

@@ -133,6 +133,7 @@ class ApiPod:
         self.sandbox: PodSandbox | None = None
         self.setup_error: str | None = None
         self.network_error: str | None = None  # no address or resolv.conf could be given
+        self.rejected: str | None = None  # kubelet's admission refused it (cpu_manager.py): it never runs
         self.start_wall = time.time()
         self.reported: str | None = None
         self.next_report = 0.0

@@ -16,7 +16,11 @@ run too, exactly the mistake a real node punishes. Each container of each pod ru
 - ``--status-file`` (JSON, written atomically) tells which pid runs which manifest hash.
 
 With ``--image-map`` it also runs the pods bound to the node whose image the lab knows (pods.py), and
-with the TLS flags it serves the kubelet API (api.py).
+with the TLS flags it serves the kubelet API (api.py). With ``--config`` (the node's
+KubeletConfiguration, as kubeadm's drop-in passes it) it keeps kubelet's CPU manager
+(cpu_manager.py): ``cpuManagerPolicy`` and ``reservedSystemCPUs`` decide the exclusive CPUs of every
+pod bound to the node, kept in ``<root-dir>/cpu_manager_state``; a checkpoint kubelet would refuse
+stops it at start with kubelet's message, as kubelet exits.
 
 It only needs the standard library and PyYAML; lab/node_init.py starts it on every node
 (``/usr/bin/python3 /usr/lib/poweraware-lab/kubelet``: __main__.py), in its own process group with the
@@ -35,6 +39,9 @@ import signal
 import subprocess
 import time
 
+import yaml
+
+from . import cpu_manager
 from .api import PORT, KubeletApi, StreamingRuntime
 from .containers import stress_arguments
 from .pods import ApiPods
@@ -72,12 +79,18 @@ class Runner:
         self.node_name: str | None = args.node_name
         if args.kubeconfig and args.node_name:
             self.mirrors = MirrorPods(args.kubeconfig, args.node_name, args.node_ip)
+        # kubelet's CPU manager from the node's configuration: CPUManagerError when kubelet would not start.
+        self.cpus: cpu_manager.CPUManager | None = None
+        if args.config is not None:
+            config = yaml.safe_load(args.config.read_text()) or {}
+            self.cpus = cpu_manager.from_config(config, pathlib.Path("/sys"), args.root_dir)
+            log(f"cpu manager: policy {self.cpus.policy.name}, checkpoint {self.cpus.state.path}")
         # Pods the scheduler binds here whose image the lab knows (pods.py).
         self.api_pods: ApiPods | None = None
         self.network = PodNetwork(args.pod_cidr, args.cluster_dns, args.cluster_domain)
         if self.mirrors is not None and args.image_map:
             self.api_pods = ApiPods(
-                self.mirrors.api, args.node_name, args.node_ip, args.image_map, self.log_dir, self.network
+                self.mirrors.api, args.node_name, args.node_ip, args.image_map, self.log_dir, self.network, self.cpus
             )
         self.pods: dict[pathlib.Path, RunningPod] = {}
         self.stopping = False
@@ -428,4 +441,14 @@ def main(argv: list[str] | None = None) -> int:
         type=pathlib.Path,
         help="the runtime's streaming server for exec, attach and port-forward (default: BIN_DIR/cri-streaming)",
     )
-    return Runner(parser.parse_args(argv)).run()
+    parser.add_argument("--config", type=pathlib.Path, help="the KubeletConfiguration (its CPU manager settings)")
+    parser.add_argument(
+        "--root-dir", type=pathlib.Path, default=pathlib.Path("/var/lib/kubelet"), help="kubelet's state directory"
+    )
+    try:
+        runner = Runner(parser.parse_args(argv))
+    except cpu_manager.CPUManagerError as exc:
+        # kubelet.initializeRuntimeDependentModules: the container manager did not start, kubelet exits
+        log(f'"Failed to start ContainerManager" err={json.dumps(str(exc))}')
+        return 1
+    return runner.run()

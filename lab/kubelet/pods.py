@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import time
 
+from . import cpu_manager
 from .client import NodeApi
 from .common import BACKOFF_INITIAL, BACKOFF_MAX, BACKOFF_RESET_AFTER, MAX_GRACE, PodError, log
 from .containers import ApiPod, Container, resolve_command
@@ -41,6 +42,11 @@ def now_rfc3339(at: float | None = None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at if at is not None else time.time()))
 
 
+def terminal(pod: dict) -> bool:
+    """The pod's phase is Succeeded or Failed: kubelet never runs it again (isAdmittedPodTerminal)."""
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
 def claims(pod: dict, image_map: dict) -> bool:
     """This runner owns the pod: not a mirror pod, and some container's image is mapped at its tag
     (kwok's NotIn skips a pod when any container's image reference is in the map)."""
@@ -49,6 +55,18 @@ def claims(pod: dict, image_map: dict) -> bool:
         return False
     containers = (pod.get("spec") or {}).get("containers") or []
     return any(reference_of(str(c.get("image", ""))) in image_map for c in containers)
+
+
+def _key(pod: dict) -> str:
+    return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+
+
+def _rejected_before(pod: dict) -> str | None:
+    """The message of a pod kubelet refused at admission (before a restart of this kubelet): it stays so."""
+    status = pod.get("status") or {}
+    if status.get("phase") == "Failed" and status.get("reason") == cpu_manager.ADMISSION_REASON:
+        return status.get("message") or cpu_manager.ADMISSION_REASON
+    return None
 
 
 class ApiPods:
@@ -62,8 +80,11 @@ class ApiPods:
         image_map_file: pathlib.Path,
         log_dir: pathlib.Path,
         network: PodNetwork,
+        cpus: cpu_manager.CPUManager | None = None,
     ):
         self.api = NodeApi(kube_api)
+        self.cpus = cpus  # kubelet's CPU manager (cpu_manager.py), None: none modelled
+        self.admitted: set[str] = set()  # the pods it admitted (or refused), by uid
         self.network = network
         self.node = node
         self.node_ip = node_ip
@@ -94,7 +115,9 @@ class ApiPods:
 
     def _reconcile_list(self) -> None:
         image_map = self.image_map()
-        listed = {p["metadata"]["uid"]: p for p in self.api.pods(self.node) if claims(p, image_map)}
+        bound = self.api.pods(self.node)
+        refused = self._admit(bound) if self.cpus is not None else {}
+        listed = {p["metadata"]["uid"]: p for p in bound if claims(p, image_map)}
         for uid in list(self.pods):
             if uid not in listed:
                 log(f"{self.pods[uid].key} is gone from the API: stopping it")
@@ -113,6 +136,7 @@ class ApiPods:
                     dns, pod_ip, setup_error = None, "", str(exc)
                 pod = ApiPod(obj, self.node, self.node_ip, pod_ip, image_map, self.log_dir, dns)
                 pod.network_error = setup_error
+                pod.rejected = refused.get(uid) or _rejected_before(obj)
                 taken.add(pod.pod_ip)
                 self.pods[uid] = pod
                 log(f"{pod.key}: bound here, address {pod.pod_ip}")
@@ -120,6 +144,37 @@ class ApiPods:
             if obj["metadata"].get("deletionTimestamp") and pod.deleting_since is None:
                 pod.deleting_since = time.monotonic()
                 log(f"{pod.key}: marked for deletion")
+
+    def _admit(self, bound: list[dict]) -> dict[str, str]:
+        """kubelet's CPU manager over every pod bound here, kwok's too (kubelet admits each pod of its
+        node): the CPUs of containers whose pod is gone or terminal go back to the shared pool
+        (removeStaleState), then each pod not seen before is admitted, oldest first
+        (HandlePodAdditions). Static pods' mirrors are left out (kubelet admits the static pod, by
+        its own uid). Returns the pods whose admission failed, with kubelet's status message (for a
+        pod kwok runs the failure is only logged)."""
+        assert self.cpus is not None
+
+        def active(pod: dict) -> bool:
+            meta = pod["metadata"]
+            rejected = meta["uid"] in self.pods and self.pods[meta["uid"]].rejected
+            return not terminal(pod) and not rejected and MIRROR_ANNOTATION not in (meta.get("annotations") or {})
+
+        pods = [p for p in bound if active(p)]
+        for uid, container in self.cpus.reconcile(pods):
+            log(f"cpu manager: pod {uid} gone or ended: the CPUs of its container {container} are back in the pool")
+        self.admitted &= {p["metadata"]["uid"] for p in pods}
+        refused = {}
+        new = [p for p in pods if p["metadata"]["uid"] not in self.admitted]
+        for obj in sorted(new, key=lambda p: (p["metadata"].get("creationTimestamp") or "", _key(p))):
+            uid = obj["metadata"]["uid"]
+            self.admitted.add(uid)
+            message = self.cpus.admit(obj)
+            if message is not None:
+                refused[uid] = f"Pod was rejected: {message}"  # kubelet's rejectPod
+                log(f"{_key(obj)}: {cpu_manager.ADMISSION_REASON}: {message}")
+            for container, cpus in sorted(self.cpus.exclusive(uid).items()):
+                log(f"{_key(obj)}/{container}: exclusive CPUs {cpu_manager.format_cpuset(cpus)}")
+        return refused
 
     def _stop_pod(self, pod: ApiPod, grace: float) -> None:
         """Every container within ``grace``, then the pod's network namespace."""
@@ -145,6 +200,8 @@ class ApiPods:
             shutil.rmtree(pod.pod_dir, ignore_errors=True)
             log(f"{pod.key}: deleted")
             return
+        if pod.rejected:
+            return  # refused at admission: nothing of it runs
         if pod.network_error:
             pod.setup_error = pod.network_error
             for container in pod.containers:
@@ -479,6 +536,14 @@ class ApiPods:
         return entry
 
     def status(self, pod: ApiPod) -> dict:
+        if pod.rejected:
+            # kubelet's rejectPod: Failed with the admission's reason and message, nothing started
+            return {
+                "phase": "Failed",
+                "reason": cpu_manager.ADMISSION_REASON,
+                "message": pod.rejected,
+                "startTime": now_rfc3339(pod.start_wall),
+            }
         statuses = [self._container_status(c) for c in pod.containers]
         init_statuses = [self._container_status(c, init=True) for c in pod.init_containers]
         initialized = all(s["ready"] for s in init_statuses)

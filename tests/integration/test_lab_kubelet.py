@@ -20,7 +20,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from poweraware_testing import wait_until
 
-from lab.kubelet import pods, runtime
+from lab.kubelet import cpu_manager, pods, runtime
 
 pytestmark = pytest.mark.lab
 
@@ -826,3 +826,67 @@ def test_calls_arrive_over_the_overlay_as_on_a_vxlan_cluster(lab, apis, namespac
 def internal_ip(core, node: str) -> str:
     addresses = core.read_node(node).status.addresses
     return next(a.address for a in addresses if a.type == "InternalIP")
+
+
+def test_a_guaranteed_pod_gets_exclusive_cpus_in_the_kubelets_checkpoint(lab, apis, namespace):
+    """kubelet's static CPU manager on a worker (its config.yaml: ``cpuManagerPolicy: static``,
+    ``reservedSystemCPUs: 0-1``; lab/kubelet/cpu_manager.py): a Guaranteed pod asking for cpu "2" gets
+    two CPUs of its own outside the reserved ones, in the node's /var/lib/kubelet/cpu_manager_state
+    as kubelet writes it (mode 0600, its checksum); a Burstable pod beside it gets none; deleted, the
+    pod's CPUs go back to defaultCpuSet. The control plane's kubelet keeps policy none's file. The node
+    reads its topology from its fake kernel, NUMA nodes included."""
+    core, _apps, _rbac = apis
+    worker = sorted(lab.worker_nodes)[0]
+    checkpoint = lab.node_disk(worker) / "var/lib/kubelet/cpu_manager_state"
+
+    def state() -> dict:
+        return json.loads(checkpoint.read_text())
+
+    assert state()["policyName"] == "static"
+    reserved = cpu_manager.parse_cpuset("0-1")
+    fixed = {"cpu": "2", "memory": "64Mi"}
+    for name, resources in (
+        ("exclusive", {"requests": fixed, "limits": fixed}),
+        ("shared", {"requests": {"cpu": "2"}}),
+    ):
+        core.create_namespaced_pod(
+            namespace,
+            {
+                "metadata": {"name": name},
+                "spec": {
+                    "nodeName": worker,
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{**_alpine("main", "sleep", "3600"), "resources": resources}],
+                },
+            },
+        )
+    uids = {name: core.read_namespaced_pod(name, namespace).metadata.uid for name in ("exclusive", "shared")}
+    for name in uids:  # both admitted, both running
+        wait_until(lambda n=name: core.read_namespaced_pod(n, namespace).status.phase == "Running", 30, f"{name} up")
+    running = state()
+    given = cpu_manager.parse_cpuset(running["entries"][uids["exclusive"]]["main"])
+    default = cpu_manager.parse_cpuset(running["defaultCpuSet"])
+    assert len(given) == 2 and not given & reserved and not given & default, running
+    assert reserved <= default and uids["shared"] not in running["entries"], running
+    entries = running["entries"]
+    assert running["checksum"] == cpu_manager.checksum("static", running["defaultCpuSet"], entries), running
+    assert oct(checkpoint.stat().st_mode & 0o777) == "0o600"
+    kernel = lab.ssh(
+        worker,
+        "cd /sys/devices/system && cat cpu/cpu3/topology/thread_siblings_list node/node0/cpulist cpu/online",
+    )
+    siblings, node0, online = kernel.stdout.split()
+    assert siblings == "3" and node0 == online, kernel
+
+    core.delete_namespaced_pod("exclusive", namespace)
+    released = wait_until(
+        lambda: uids["exclusive"] not in (s := state()).get("entries", {}) and s, 30, "the CPUs back in defaultCpuSet"
+    )
+    assert given <= cpu_manager.parse_cpuset(released["defaultCpuSet"]), released
+    control_plane = json.loads(
+        (lab.node_disk(lab.control_plane_node) / "var/lib/kubelet/cpu_manager_state").read_text()
+    )
+    assert (control_plane["policyName"], control_plane["defaultCpuSet"]) == ("none", ""), control_plane
+    print(
+        f"PROOF cpu manager: {worker} gave {sorted(given)} to the Guaranteed pod: {running}; after deletion: {released}"
+    )

@@ -84,6 +84,8 @@ def test_the_process_runs_with_the_user_and_no_capability(bin_dir, tmp_path):
         pod_cidr="10.244.0.0/24",
         cluster_dns="10.96.0.10",
         cluster_domain="cluster.local",
+        config=None,
+        root_dir=tmp_path / "kubelet",
     )
     runner = main.Runner(args)
 
