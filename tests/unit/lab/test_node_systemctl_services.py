@@ -46,7 +46,9 @@ class Manager:
 
     def run(self, *args: str, command: list[str] | None = None, timeout: float = 30.0):
         argv = command or [PYTHON, str(SCRIPT)]
-        return subprocess.run([*argv, *args], env=self.env, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            [*argv, *args], env=self.env, capture_output=True, text=True, timeout=timeout, check=False
+        )
 
     def systemctl(self, *args: str):
         done = self.run(*args)
