@@ -517,15 +517,25 @@ def process_alive(pid, start_time=None):
 
 def descendants(root):
     """Every live process below ``root`` (by parent pid, as /proc has them now)."""
+    return below([root])
+
+
+def below(roots):
+    """Every live process below any of ``roots`` and not one of them, from one reading of /proc
+    (lab/nodes.py walks a node's whole tree with it at power-off)."""
     children = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             fields = _stat(int(entry))
             if fields and fields[0] != "Z":
                 children.setdefault(int(fields[1]), []).append(int(entry))
-    found, queue = [], list(children.get(root, []))
+    seen = set(roots)
+    found, queue = [], [c for root in roots for c in children.get(root, [])]
     while queue:
         pid = queue.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
         found.append(pid)
         queue.extend(children.get(pid, []))
     return found

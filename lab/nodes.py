@@ -43,7 +43,7 @@ import urllib.parse
 
 import yaml
 
-from lab import fake_procfs, fake_sysfs, pki, process
+from lab import fake_procfs, fake_sysfs, node_systemctl, pki, process
 from lab.components import network, site_dns
 
 LAB_DIR = pathlib.Path(__file__).resolve().parent
@@ -123,21 +123,8 @@ def node_processes(ns: str) -> list[int]:
     """Every process of the node whose mount namespace is ``ns``: those in it and all their
     descendants, which includes the processes in mount namespaces of their own below the node's
     (a service in its sandbox, lab/node_systemctl.py; a pod, lab/kubelet)."""
-    children: dict[int, list[int]] = {}
-    for entry in pathlib.Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                if fields[0] != "Z":  # a zombie has ended already
-                    children.setdefault(int(fields[1]), []).append(int(entry.name))
-    found = set(pids_in_namespace(ns))
-    queue = list(found)
-    while queue:
-        for child in children.get(queue.pop(), []):
-            if child not in found:
-                found.add(child)
-                queue.append(child)
-    return sorted(found)
+    members = pids_in_namespace(ns)
+    return sorted({*members, *node_systemctl.below(members)})
 
 
 def power_off(ns: str, rounds: int = 50) -> list[int]:
