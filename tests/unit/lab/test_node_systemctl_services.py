@@ -98,6 +98,14 @@ def manager(tmp_path):
     handle.cleanup()
 
 
+def _until(condition, timeout: float = 5.0) -> None:
+    """Poll ``condition`` every 20 ms; the test fails if it is not true within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+
 def _gone(pid: int, timeout: float = 5.0) -> bool:
     deadline = time.monotonic() + timeout
     while node_systemctl.process_alive(pid):
@@ -244,10 +252,7 @@ def test_stop_sends_sigterm_to_every_process_and_does_not_restart(manager):
     )
     manager.systemctl("start", unit)
     supervisor = manager.supervisor(unit)
-    deadline = time.monotonic() + 5
-    while "sleep 301" not in [" ".join(_cmdline(p)) for p in node_systemctl.descendants(supervisor)]:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    _until(lambda: "sleep 301" in [" ".join(_cmdline(p)) for p in node_systemctl.descendants(supervisor)])
     processes = node_systemctl.descendants(supervisor)  # the main process, its own session's sleep
     started = time.monotonic()
     manager.systemctl("stop", unit)
@@ -275,10 +280,7 @@ def test_stop_sends_sigkill_after_timeout_stop_sec(manager):
     )
     manager.systemctl("start", unit)
     supervisor = manager.supervisor(unit)
-    deadline = time.monotonic() + 5
-    while len(node_systemctl.descendants(supervisor)) < 3:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    _until(lambda: len(node_systemctl.descendants(supervisor)) >= 3)
     processes = node_systemctl.descendants(supervisor)
     started = time.monotonic()
     manager.systemctl("stop", unit)
@@ -361,10 +363,7 @@ def test_boot_starts_enabled_units_in_order_and_shutdown_stops_them_in_reverse(m
     assert done.stdout.splitlines()[:3] == ["Starting prep.service", "Finished prep.service", "Starting agent.service"]
     for name in ("agent.service", "late.service"):
         assert manager.show(name)["ActiveState"] == "active"
-    deadline = time.monotonic() + 5
-    while order.read_text().count("\n") < 3:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    _until(lambda: order.read_text().count("\n") >= 3)
     manager.systemctl("--shutdown")
     assert order.read_text().splitlines() == ["prep", "agent", "late", "late stopped", "agent stopped"]
     assert {manager.show(n)["ActiveState"] for n in ("agent.service", "late.service")} == {"inactive"}
@@ -411,10 +410,7 @@ def test_a_node_power_off_ends_its_services_in_their_own_namespaces(manager):
     done = manager.run("start", unit, command=node)
     assert done.returncode == 0, done.stderr
     supervisor = manager.supervisor(unit)
-    deadline = time.monotonic() + 5
-    while len(node_systemctl.descendants(supervisor)) < 2:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    _until(lambda: len(node_systemctl.descendants(supervisor)) >= 2)
     service = node_systemctl.descendants(supervisor)
     namespace = os.readlink(f"/proc/{supervisor}/ns/mnt")
     assert namespace != os.readlink("/proc/self/ns/mnt")
