@@ -116,7 +116,11 @@ def _gone(pid: int, timeout: float = 5.0) -> bool:
 
 
 def _cmdline(pid: int) -> list[str]:
-    return pathlib.Path(f"/proc/{pid}/cmdline").read_text().rstrip("\0").split("\0")
+    """The process's argv; [] when it exited between the walk that found it and this read."""
+    try:
+        return pathlib.Path(f"/proc/{pid}/cmdline").read_text().rstrip("\0").split("\0")
+    except OSError:
+        return []
 
 
 def test_a_simple_service_outlives_systemctl_with_its_main_pid_environment_and_journal(manager, tmp_path):
