@@ -18,6 +18,11 @@ the power meter) and ``kubelet.<module>`` on a node:
   node's topology from its /sys, each Guaranteed container's exclusive CPUs allocated at admission
   for every pod bound to the node and given back when the pod is gone or ended, kept in
   ``/var/lib/kubelet/cpu_manager_state`` byte for byte as kubelet writes it (no affinity is set);
+- pod_resources.py: kubelet 1.36's PodResources API (``v1.PodResourcesLister``: List, Get,
+  GetAllocatableResources, its rate limit) on ``/var/lib/kubelet/pod-resources/kubelet.sock``: the
+  pods bound to the node and the CPUs the CPU manager gave each container, as a node agent (the
+  Kubernetes Power Manager's) reads them; grpc_h2.py the unary gRPC server over HTTP/2 it uses, in
+  the standard library (its messages are kubelet's api.proto, pod_resources_v1.proto, by hand);
 - common.py and linux.py: what the others share (the pods' error and log; libc's namespaces and mounts).
 
 The API pods: pods bound to this node whose image the lab knows run for real. static_pods.py runs

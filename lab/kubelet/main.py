@@ -20,7 +20,9 @@ with the TLS flags it serves the kubelet API (api.py). With ``--config`` (the no
 KubeletConfiguration, as kubeadm's drop-in passes it) it keeps kubelet's CPU manager
 (cpu_manager.py): ``cpuManagerPolicy`` and ``reservedSystemCPUs`` decide the exclusive CPUs of every
 pod bound to the node, kept in ``<root-dir>/cpu_manager_state``; a checkpoint kubelet would refuse
-stops it at start with kubelet's message, as kubelet exits.
+stops it at start with kubelet's message, as kubelet exits. It always serves kubelet's PodResources
+API (pod_resources.py) on ``<root-dir>/pod-resources/kubelet.sock``: the pods bound to the node and
+the CPUs the CPU manager gave their containers.
 
 It only needs the standard library and PyYAML; lab/node_init.py starts it on every node
 (``/usr/bin/python3 /usr/lib/poweraware-lab/kubelet``: __main__.py), in its own process group with the
@@ -44,6 +46,7 @@ import yaml
 from . import cpu_manager
 from .api import PORT, KubeletApi, StreamingRuntime
 from .containers import stress_arguments
+from .pod_resources import PodResourcesServer
 from .pods import ApiPods
 from .runtime import limit_capabilities
 from .sandbox import PodNetwork, enter_host_network_pod, resolv_conf
@@ -94,6 +97,9 @@ class Runner:
             )
         self.pods: dict[pathlib.Path, RunningPod] = {}
         self.stopping = False
+        # kubelet's PodResources API on <root-dir>/pod-resources/kubelet.sock (pod_resources.py): kubelet
+        # always serves it, whatever its CPU manager's policy; started by run()
+        self.pod_resources = PodResourcesServer(args.root_dir, self.known_pods, self.cpus)
         # The kubelet API on the node's address (kubectl logs through kube-apiserver).
         self.kubelet_api: KubeletApi | None = None
         if self.mirrors is not None and args.tls_cert_file and args.tls_private_key_file and args.client_ca_file:
@@ -122,6 +128,27 @@ class Runner:
                 meta["namespace"] = running.spec.namespace
                 manifest.setdefault("spec", {})["nodeName"] = self.node_name
                 pods.append(manifest)
+        return pods
+
+    def known_pods(self) -> list[dict]:
+        """The pods kubelet's pod manager knows: every pod bound to the node in the API (any phase,
+        kwok's too; the PodResources API leaves the mirror pods out) and each static pod as its own
+        object, under its mirror's name (the file source names it so) with its manifest's hash as uid."""
+        pods = list(self.api_pods.bound) if self.api_pods is not None else []
+        for running in list(self.pods.values()):
+            if running.spec is not None:
+                manifest = running.spec.manifest
+                pods.append(
+                    {
+                        "metadata": {
+                            "name": self.mirror_name(running.spec),
+                            "namespace": running.spec.namespace,
+                            "uid": running.content_hash[:32],
+                        },
+                        "spec": manifest.get("spec") or {},
+                        "status": {"phase": "Running"},
+                    }
+                )
         return pods
 
     def mirror_name(self, spec: PodSpec) -> str:
@@ -341,6 +368,8 @@ class Runner:
                 self.api_pods.sync()
             except Exception as exc:  # noqa: BLE001 - the API may be away; running pods keep running
                 log(f"pods bound here not synced: {exc!r}")
+        # what the PodResources API answers from now on: the pods and CPUs this sync admitted or released
+        self.pod_resources.refresh()
 
     def _supervise(self, pod: RunningPod, now: float) -> None:
         if pod.processes:
@@ -397,12 +426,22 @@ class Runner:
         if self.kubelet_api is not None:
             self.kubelet_api.start()
             log(f"kubelet API on https://{self.kubelet_api.server.server_address[0]}:{PORT}")
+        try:
+            self.pod_resources.start()
+        except OSError as exc:
+            # ListenAndServePodResources: kubelet exits when it cannot listen
+            log(f'"Failed to create listener for podResources endpoint" err={json.dumps(str(exc))}')
+            if self.kubelet_api is not None:
+                self.kubelet_api.stop()
+            return 1
+        log(f"podresources API on unix://{self.pod_resources.path}")
         while not self.stopping:
             self.sync()
             self.write_status()
             time.sleep(self.poll_interval)
         if self.kubelet_api is not None:
             self.kubelet_api.stop()
+        self.pod_resources.stop()
         for pod in self.pods.values():
             self._stop(pod)
         self.pods.clear()

@@ -94,6 +94,9 @@ class ApiPods:
         # none). Images the node was given (the image map's public references) are preloaded.
         self.pulled: dict[str, tuple[str, set[str]]] = {}
         self.pods: dict[str, ApiPod] = {}
+        # Every pod bound to this node at the last list, kwok's and terminal ones too: what kubelet's
+        # pod manager knows (the PodResources API's pods, pod_resources.py)
+        self.bound: list[dict] = []
         self.next_list = 0.0
         self.kubernetes: tuple[str, str] | None = None  # the kubernetes Service's address, once read
 
@@ -116,6 +119,7 @@ class ApiPods:
     def _reconcile_list(self) -> None:
         image_map = self.image_map()
         bound = self.api.pods(self.node)
+        self.bound = bound
         refused = self._admit(bound) if self.cpus is not None else {}
         listed = {p["metadata"]["uid"]: p for p in bound if claims(p, image_map)}
         for uid in list(self.pods):

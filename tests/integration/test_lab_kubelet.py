@@ -14,6 +14,7 @@ import subprocess
 import time
 import urllib.request
 
+import grpc
 import pytest
 import yaml
 from kubernetes import client
@@ -890,3 +891,47 @@ def test_a_guaranteed_pod_gets_exclusive_cpus_in_the_kubelets_checkpoint(lab, ap
     print(
         f"PROOF cpu manager: {worker} gave {sorted(given)} to the Guaranteed pod: {running}; after deletion: {released}"
     )
+
+
+def test_a_guaranteed_pods_cpus_are_read_over_the_workers_pod_resources_socket(lab, apis, namespace):
+    """kubelet's PodResources API on a worker (lab/kubelet/pod_resources.py), read as the Kubernetes
+    Power Manager's agent reads it: a gRPC client built from kubelet's api.proto on the node's
+    /var/lib/kubelet/pod-resources/kubelet.sock (reached through the node's mount namespace) lists a
+    Guaranteed pod with cpu "2" and the two CPUs the checkpoint gives its container, Get names the
+    same, GetAllocatableResources is every CPU but the reserved 0-1; deleted, the pod leaves List."""
+    pb, services = grpc.protos_and_services("lab/kubelet/pod_resources_v1.proto")
+    core, _apps, _rbac = apis
+    worker = sorted(lab.worker_nodes)[0]
+    socket_path = f"/proc/{lab.node_pid(worker)}/root/var/lib/kubelet/pod-resources/kubelet.sock"
+    fixed = {"cpu": "2", "memory": "64Mi"}
+    core.create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": "pinned"},
+            "spec": {
+                "nodeName": worker,
+                "terminationGracePeriodSeconds": 0,
+                "containers": [{**_alpine("main", "sleep", "3600"), "resources": {"requests": fixed, "limits": fixed}}],
+            },
+        },
+    )
+    uid = core.read_namespaced_pod("pinned", namespace).metadata.uid
+    wait_until(lambda: core.read_namespaced_pod("pinned", namespace).status.phase == "Running", 30, "pinned up")
+    checkpoint = json.loads((lab.node_disk(worker) / "var/lib/kubelet/cpu_manager_state").read_text())
+    given = sorted(cpu_manager.parse_cpuset(checkpoint["entries"][uid]["main"]))
+    with grpc.insecure_channel(f"unix://{socket_path}") as channel:
+        stub = services.PodResourcesListerStub(channel)
+
+        def listed() -> dict:
+            pods = stub.List(pb.ListPodResourcesRequest(), timeout=10).pod_resources
+            return {(p.namespace, p.name): {c.name: sorted(c.cpu_ids) for c in p.containers} for p in pods}
+
+        assert listed()[(namespace, "pinned")] == {"main": given}, listed()
+        got = stub.Get(pb.GetPodResourcesRequest(pod_name="pinned", pod_namespace=namespace), timeout=10)
+        assert [(c.name, sorted(c.cpu_ids)) for c in got.pod_resources.containers] == [("main", given)]
+        allocatable = sorted(stub.GetAllocatableResources(pb.AllocatableResourcesRequest(), timeout=10).cpu_ids)
+        online = cpu_manager.parse_cpuset(lab.ssh(worker, "cat /sys/devices/system/cpu/online").stdout.strip())
+        assert allocatable == sorted(online - {0, 1}) and len(given) == 2 and set(given) <= set(allocatable)
+        core.delete_namespaced_pod("pinned", namespace)
+        wait_until(lambda: (namespace, "pinned") not in listed(), 30, "the deleted pod gone from List")
+    print(f"PROOF pod resources: {worker}'s kubelet.sock lists {namespace}/pinned main with CPUs {given}")
