@@ -10,6 +10,20 @@ import urllib.parse
 import urllib.request
 
 from .common import PodError
+from .grpc_h2 import (
+    ACK,
+    DATA,
+    END_HEADERS,
+    END_STREAM,
+    GOAWAY,
+    HEADERS,
+    PADDED,
+    PREFACE,
+    RST_STREAM,
+    SETTINGS,
+    encode_headers,
+    frame,
+)
 
 
 # --- probes ------------------------------------------------------------------------------------
@@ -61,27 +75,11 @@ def run_probe(probe: dict, container: dict, pod_ip: str, exec_probe) -> tuple[bo
 
 # kubelet's gRPC probe: grpc.health.v1.Health/Check over cleartext HTTP/2 (h2c with prior
 # knowledge, RFC 9113), written with the standard library because the nodes' kubelet stand-in has
-# nothing else. The request is one HEADERS frame (HPACK literals, never Huffman) and one DATA frame;
-# the answer is read frame by frame until the stream ends, and only its message is decoded, so the
-# server's HPACK (indexed, Huffman-coded) headers need no decoder.
-H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-H2_DATA, H2_HEADERS, H2_RST_STREAM, H2_SETTINGS, H2_GOAWAY = 0x0, 0x1, 0x3, 0x4, 0x7
-H2_END_STREAM, H2_ACK, H2_END_HEADERS, H2_PADDED = 0x1, 0x1, 0x4, 0x8
+# nothing else; the framing and the literal header block are the PodResources server's
+# (grpc_h2.py). The request is one HEADERS frame and one DATA frame; the answer is read frame by
+# frame until the stream ends, and only its message is decoded, so the server's HPACK (indexed,
+# Huffman-coded) headers need no decoder.
 GRPC_HEALTH_STATUS = {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}
-
-
-def h2_frame(kind: int, flags: int, stream: int, payload: bytes) -> bytes:
-    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
-
-
-def _hpack_literal(name: str, value: str) -> bytes:
-    """A literal header field without indexing, new name, raw octets (RFC 7541 6.2.2)."""
-    out = b"\x00"
-    for text in (name.encode(), value.encode()):
-        if len(text) >= 127:
-            raise ValueError(f"header {name!r} too long for a one-byte HPACK length")
-        out += bytes([len(text)]) + text
-    return out
 
 
 def _recv_exact(sock: socket.socket, count: int) -> bytes:
@@ -100,42 +98,41 @@ def grpc_health_check(host: str, port: int, service: str, timeout: float) -> tup
     body = service.encode()
     request = (bytes([0x0A, len(body)]) + body) if body else b""  # HealthCheckRequest{service}
     message = b"\x00" + len(request).to_bytes(4, "big") + request
-    headers = b"".join(
-        _hpack_literal(name, value)
-        for name, value in (
+    headers = encode_headers(
+        [
             (":method", "POST"),
             (":scheme", "http"),
             (":path", "/grpc.health.v1.Health/Check"),
             (":authority", f"{host}:{port}"),
             ("content-type", "application/grpc"),
             ("te", "trailers"),
-        )
+        ]
     )
     data = b""
     with socket.create_connection((host, port), timeout=timeout) as sock:
         sock.settimeout(timeout)
         sock.sendall(
-            H2_PREFACE
-            + h2_frame(H2_SETTINGS, 0, 0, b"")
-            + h2_frame(H2_HEADERS, H2_END_HEADERS, 1, headers)
-            + h2_frame(H2_DATA, H2_END_STREAM, 1, message)
+            PREFACE
+            + frame(SETTINGS, 0, 0, b"")
+            + frame(HEADERS, END_HEADERS, 1, headers)
+            + frame(DATA, END_STREAM, 1, message)
         )
         while True:
             head = _recv_exact(sock, 9)
             length, kind, flags = int.from_bytes(head[:3], "big"), head[3], head[4]
             stream = int.from_bytes(head[5:9], "big") & 0x7FFFFFFF
             payload = _recv_exact(sock, length)
-            if kind == H2_SETTINGS and not flags & H2_ACK:
-                sock.sendall(h2_frame(H2_SETTINGS, H2_ACK, 0, b""))
-            elif kind == H2_GOAWAY:
+            if kind == SETTINGS and not flags & ACK:
+                sock.sendall(frame(SETTINGS, ACK, 0, b""))
+            elif kind == GOAWAY:
                 return False, "gRPC health check failed: the server closed the connection (GOAWAY)"
-            elif stream == 1 and kind == H2_RST_STREAM:
+            elif stream == 1 and kind == RST_STREAM:
                 return False, "gRPC health check failed: the server reset the stream"
-            elif stream == 1 and kind == H2_DATA:
-                if flags & H2_PADDED:
+            elif stream == 1 and kind == DATA:
+                if flags & PADDED:
                     payload = payload[1 : len(payload) - payload[0]]
                 data += payload
-            if stream == 1 and kind in (H2_DATA, H2_HEADERS) and flags & H2_END_STREAM:
+            if stream == 1 and kind in (DATA, HEADERS) and flags & END_STREAM:
                 break
     if len(data) < 5:
         return False, "gRPC health check failed: no HealthCheckResponse (an error status)"

@@ -21,7 +21,7 @@ from poweraware_testing import role_defaults
 
 from lab import assets, images
 from lab.components import kwok
-from lab.kubelet import client, common, containers, pods, probes, pull, runtime, sandbox, volumes
+from lab.kubelet import client, common, containers, grpc_h2, pods, probes, pull, runtime, sandbox, volumes
 
 KSM = "registry.k8s.io/kube-state-metrics/kube-state-metrics"
 IMAGE_MAP = images.image_map()
@@ -367,18 +367,18 @@ def _h2_server(status: int | None):
     def serve():
         conn, _addr = listener.accept()
         with conn:
-            preface = conn.recv(len(probes.H2_PREFACE))
+            preface = conn.recv(len(grpc_h2.PREFACE))
             received["preface"] = preface
-            conn.sendall(probes.h2_frame(probes.H2_SETTINGS, 0, 0, b"\x00\x03\x00\x00\x00\x64"))
-            ends = probes.H2_END_HEADERS
+            conn.sendall(grpc_h2.frame(grpc_h2.SETTINGS, 0, 0, b"\x00\x03\x00\x00\x00\x64"))
+            ends = grpc_h2.END_HEADERS
             if status is None:
-                ends |= probes.H2_END_STREAM
-            conn.sendall(probes.h2_frame(probes.H2_HEADERS, ends, 1, b"\x88\x5f\x8b\x1d\x75\xd0\x62\x0d"))
+                ends |= grpc_h2.END_STREAM
+            conn.sendall(grpc_h2.frame(grpc_h2.HEADERS, ends, 1, b"\x88\x5f\x8b\x1d\x75\xd0\x62\x0d"))
             if status is not None:
                 message = b"\x00\x00\x00\x00\x02\x08" + bytes([status])
-                conn.sendall(probes.h2_frame(probes.H2_DATA, 0, 1, message))
-                trailer = probes.H2_END_HEADERS | probes.H2_END_STREAM
-                conn.sendall(probes.h2_frame(probes.H2_HEADERS, trailer, 1, b"\x40\x8b\x9a"))
+                conn.sendall(grpc_h2.frame(grpc_h2.DATA, 0, 1, message))
+                trailer = grpc_h2.END_HEADERS | grpc_h2.END_STREAM
+                conn.sendall(grpc_h2.frame(grpc_h2.HEADERS, trailer, 1, b"\x40\x8b\x9a"))
             conn.recv(65536)
 
     threading.Thread(target=serve, daemon=True).start()
@@ -399,7 +399,7 @@ def test_a_grpc_probe_passes_only_on_serving(status, ok, message):
         port = listener.getsockname()[1]
         probe = {"grpc": {"port": port}, "timeoutSeconds": 2}
         assert probes.run_probe(probe, {}, "127.0.0.1", None) == (ok, message)
-    assert received["preface"] == probes.H2_PREFACE
+    assert received["preface"] == grpc_h2.PREFACE
 
 
 def test_a_grpc_probe_of_a_closed_port_fails():
