@@ -59,6 +59,11 @@ FILES = {
         "poweraware_enable_peaks is true.",
         ("peaks",),
     ),
+    "pod_power.yml": (
+        "Per-pod power profiles (playbooks/pod_power.yml, docs/pod-power.md): off unless poweraware_enable_pod_power "
+        "is true; the cluster objects once on kube_control_plane[0], the agents on the hosts of pod_power_nodes.",
+        ("pod_power",),
+    ),
 }
 
 # Ansible's documentation markup, as plain text in a YAML comment

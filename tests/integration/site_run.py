@@ -28,6 +28,7 @@ IMPORTED = [
     "playbooks/scheduler_extender.yml",
     "playbooks/power_models.yml",
     "playbooks/peaks.yml",
+    "playbooks/pod_power.yml",
 ]
 TIMINGS = REPO_ROOT / "tests" / "output" / "site_timings.json"
 
@@ -70,6 +71,8 @@ def prepare_site_vars(lab, tmp_path_factory) -> dict:
             # skew policy there (the newest, v0.34.7, is built with 1.34; the lab builds v0.33.5): the user's
             # choice the role refuses unless it is made (test_site.py shows the refusal)
             "peaks_allow_version_skew": True,
+            # per-pod power profiles (off by default) on the inventory's pod_power_nodes: test_pod_power.py
+            "poweraware_enable_pod_power": True,
         }
     )
     return SITE_VARS

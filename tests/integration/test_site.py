@@ -992,7 +992,7 @@ def test_components_can_be_switched_off(site, lab):
     controller (nothing changed, nothing failed)."""
     off = {
         f"poweraware_enable_{name}": False
-        for name in ("node_power", "cluster_stack", "scheduler_extender", "power_models", "peaks")
+        for name in ("node_power", "cluster_stack", "scheduler_extender", "power_models", "peaks", "pod_power")
     }
     result = run_site(lab, extra_vars=off)
     assert result.rc == 0 and result.changed == 0 and result.failed == 0, result

@@ -1,7 +1,8 @@
 """The collection code that runs off the controller ships whole: for each script a role installs on a
-host or in a pod (the cpu_power boot runner, the power extender's service, collectd's RAPL plugin), the
-files the roles install with it (the module_utils_closure filter, which the roles call) must hold every
-module_utils module the script reaches - a missing one would stop the service at start on every cluster.
+host or in a pod (the cpu_power boot runner, the pod power agent, the power extender's service, collectd's
+RAPL plugin), the files the roles install with it (the module_utils_closure filter, which the roles call) must
+hold every module_utils module the script reaches - a missing one would stop the service at start on every
+cluster.
 
 Two checks that do not share code with the filter: the import closure computed here from the sources
 (every ``import``, function bodies included) is covered by the shipped files, and the script, installed
@@ -29,6 +30,7 @@ ENTRY_POINTS = [
     ("roles/cpu_power/files/cpu_power_apply.py", "node_power/power_apply.py"),
     ("roles/power_extender/files/poweraware_extender.py", "placement/extender.py"),
     ("roles/collectd/files/rapl_power.py", "node_power/power_zones.py"),
+    ("roles/pod_power/files/pod_power_agent.py", "node_power/pod_power.py"),
 ]
 IDS = [pathlib.Path(entry[0]).stem for entry in ENTRY_POINTS]
 # Roles that install the closure of each script (the filter call, with the script's own name).
@@ -36,6 +38,7 @@ CALLERS = {
     "roles/cpu_power/files/cpu_power_apply.py": "roles/cpu_power/tasks/present.yml",
     "roles/power_extender/files/poweraware_extender.py": "roles/power_extender/vars/main.yml",
     "roles/collectd/files/rapl_power.py": "roles/collectd/tasks/deploy.yml",
+    "roles/pod_power/files/pod_power_agent.py": "roles/pod_power/tasks/node_install.yml",
 }
 
 

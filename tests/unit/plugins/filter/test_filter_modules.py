@@ -19,6 +19,7 @@ import ansible_collections.poweraware.k8s.plugins.filter.descheduler_plan as f_d
 import ansible_collections.poweraware.k8s.plugins.filter.image_reference as f_image
 import ansible_collections.poweraware.k8s.plugins.filter.node_tolerations as f_tol
 import ansible_collections.poweraware.k8s.plugins.filter.peaks_plan as f_peaks
+import ansible_collections.poweraware.k8s.plugins.filter.pod_power_objects as f_pod_power
 import ansible_collections.poweraware.k8s.plugins.filter.pod_security_labels as f_psa
 import ansible_collections.poweraware.k8s.plugins.filter.power_extender_errors as f_ext
 import ansible_collections.poweraware.k8s.plugins.filter.power_model as f_model
@@ -61,6 +62,15 @@ import pytest
         (f_image, {"image_reference": "image_reference", "image_pull_secrets": "image_pull_secrets"}),
         (f_tol, {"node_tolerations": "node_tolerations"}),
         (f_peaks, {"peaks_plan": "peaks_plan"}),
+        (
+            f_pod_power,
+            {
+                "pod_power_objects": "pod_power_objects",
+                "pod_power_removal": "pod_power_removal",
+                "pod_power_agent_config": "pod_power_agent_config",
+                "pod_power_tokens": "pod_power_tokens",
+            },
+        ),
         (f_psa, {"pod_security_labels": "pod_security_labels"}),
         (f_ext, {"power_extender_errors": "power_extender_errors"}),
         (
