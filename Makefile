@@ -18,7 +18,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 PYTEST_ARGS ?=
 
 .PHONY: help venv collection system-deps test lint sanity unit oldest unit-oldest sanity-oldest integration bench \
-  live-bench scale-bench lifecycle sample-inventory clean
+  live-bench scale-bench pod-power-bench lifecycle sample-inventory clean
 
 help:
 	@echo "make lab        start the local lab cluster (builds binaries once, cached)"
@@ -27,6 +27,7 @@ help:
 	@echo "make lint | sanity | unit | integration | bench"
 	@echo "make oldest     the unit and sanity tiers on the oldest ansible-core supported (requirements-oldest.txt)"
 	@echo "make live-bench the live placement replay on a lab of 8 workers (about an hour; docs/placement-benchmark.md)"
+	@echo "make pod-power-bench  pod power's latencies on the running lab (200 pods, restarts, a reboot; docs/pod-power.md)"
 	@echo "make scale-bench site.yml's cost per node and per object on labs of 4 to 32 hosts (docs/site.md)"
 	@echo "make lifecycle  on a fresh lab: upgrade from the previous release, uninstall; converge, uninstall (docs/site.md)"
 	@echo "make sample-inventory  write inventory/sample's role files from the roles' argument specs"
@@ -118,7 +119,7 @@ test: venv system-deps
 
 # The offline benchmarks; the live replay needs a lab of its own shape (live-bench).
 bench: venv
-	@for b in $(sort $(filter-out benchmarks/live_placement.py benchmarks/site_scale.py,$(wildcard benchmarks/[a-z]*.py))); do \
+	@for b in $(sort $(filter-out benchmarks/live_placement.py benchmarks/site_scale.py benchmarks/pod_power_latency.py,$(wildcard benchmarks/[a-z]*.py))); do \
 	  echo "== $$b"; $(BIN)/python $$b --data "$(SHARED_DATA)"; done
 
 # A lab of eight workers of four server models (the running lab is replaced), site.yml, the replay.
@@ -126,6 +127,11 @@ live-bench: venv
 	$(BIN)/python -m lab down
 	$(BIN)/python -m lab up --workers 8 --server-types 4
 	$(BIN)/python benchmarks/live_placement.py --data "$(SHARED_DATA)" --prepare
+
+# Per-pod power profiles on the running lab (make lab): 200 pods one at a time, agent restarts, one
+# reboot; latency from pod Running to profile applied and from deletion to CPUs returned (docs/pod-power.md).
+pod-power-bench: venv
+	$(BIN)/python benchmarks/pod_power_latency.py --pods 200 --restarts 10 --reboot
 
 # What site.yml costs per node and per object, on labs of 3, 7, 15 and 31 workers (the running lab is
 # replaced; about 25 minutes; docs/site.md, "Cost by cluster size").
