@@ -39,6 +39,8 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
+from poweraware_testing import at_profile, cpu_cpufreq  # noqa: E402
+
 from lab import testing  # noqa: E402
 from lab.kubelet import cpu_manager  # noqa: E402
 
@@ -49,26 +51,10 @@ SHARED = {"shared": True, "min": "0%", "max": "40%", "epp": "power"}
 
 
 def cpufreq(lab, node, cpu):
-    base = lab.node_sysfs(node) / "devices" / "system" / "cpu" / f"cpu{cpu}" / "cpufreq"
-    names = ("scaling_min_freq", "scaling_max_freq", "energy_performance_preference", "cpuinfo_min_freq",
-             "cpuinfo_max_freq")  # fmt: skip
-    return {n: (base / n).read_text().strip() for n in names}
+    return cpu_cpufreq(lab.node_sysfs(node), cpu)
 
 
-def at(setting, min_pct, max_pct, epp):
-    """The planner's placement of a percentage (rounded down to 100 MHz, never below cpuinfo_min)."""
-    lo, hi = int(setting["cpuinfo_min_freq"]) // 1000, int(setting["cpuinfo_max_freq"]) // 1000
-
-    def place(pct):
-        if pct >= 100:
-            return hi
-        return max(int((lo + (hi - lo) * pct / 100) / 100) * 100, lo) if pct > 0 else lo
-
-    return (
-        int(setting["scaling_min_freq"]) // 1000 == place(min_pct)
-        and int(setting["scaling_max_freq"]) // 1000 == place(max_pct)
-        and setting["energy_performance_preference"] == epp
-    )
+at = at_profile  # the test's reading of a profile (tests/poweraware_testing.py)
 
 
 def until(check, timeout, what, interval=0.02):

@@ -17,6 +17,37 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 
+CPUFREQ_SETTINGS = (
+    "scaling_min_freq",
+    "scaling_max_freq",
+    "energy_performance_preference",
+    "cpuinfo_min_freq",
+    "cpuinfo_max_freq",
+)
+
+
+def cpu_cpufreq(sysfs: pathlib.Path, cpu: int) -> dict:
+    """One CPU's cpufreq settings as its node's sysfs holds them (attributes it lacks left out)."""
+    base = sysfs / "devices" / "system" / "cpu" / f"cpu{cpu}" / "cpufreq"
+    return {n: (base / n).read_text().strip() for n in CPUFREQ_SETTINGS if (base / n).exists()}
+
+
+def at_profile(setting: dict, min_pct: float, max_pct: float, epp: str) -> bool:
+    """A CPU's cpufreq settings (cpu_cpufreq) are a profile's: its percentages of the CPU's own cpuinfo
+    range as the planner places them (rounded down to 100 MHz, never below cpuinfo_min), and its EPP."""
+    lo, hi = int(setting["cpuinfo_min_freq"]) // 1000, int(setting["cpuinfo_max_freq"]) // 1000
+
+    def place(pct):
+        if pct >= 100:
+            return hi
+        return max(int((lo + (hi - lo) * pct / 100) / 100) * 100, lo) if pct > 0 else lo
+
+    return (
+        int(setting["scaling_min_freq"]) // 1000 == place(min_pct)
+        and int(setting["scaling_max_freq"]) // 1000 == place(max_pct)
+        and setting.get("energy_performance_preference") == epp
+    )
+
 
 def wait_until(check, timeout: float, what: str, interval: float = 0.5):
     """``check()``'s first truthy value within ``timeout`` seconds, else an AssertionError naming

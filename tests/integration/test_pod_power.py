@@ -18,7 +18,7 @@ import pytest
 import yaml
 from ansible_run import REPO_ROOT
 from kubernetes.client.rest import ApiException
-from poweraware_testing import wait_until
+from poweraware_testing import at_profile, cpu_cpufreq, wait_until
 
 from lab.kubelet import cpu_manager
 
@@ -36,10 +36,7 @@ def _pod_power_node() -> str:
 
 
 def _cpufreq(lab, node: str, cpu: int) -> dict:
-    base = lab.node_sysfs(node) / "devices" / "system" / "cpu" / f"cpu{cpu}" / "cpufreq"
-    names = ("scaling_min_freq", "scaling_max_freq", "energy_performance_preference", "cpuinfo_min_freq",
-             "cpuinfo_max_freq")  # fmt: skip
-    return {n: (base / n).read_text().strip() for n in names if (base / n).exists()}
+    return cpu_cpufreq(lab.node_sysfs(node), cpu)
 
 
 def _online(lab, node: str) -> list[int]:
@@ -47,21 +44,7 @@ def _online(lab, node: str) -> list[int]:
     return sorted(cpu_manager.parse_cpuset(text))
 
 
-def _at(setting: dict, min_pct: float, max_pct: float, epp: str) -> bool:
-    """A CPU's cpufreq settings are a profile's: its percentages of the CPU's own cpuinfo range as
-    the planner places them (rounded down to 100 MHz, never below cpuinfo_min)."""
-    lo, hi = int(setting["cpuinfo_min_freq"]) // 1000, int(setting["cpuinfo_max_freq"]) // 1000
-
-    def place(pct):
-        if pct >= 100:
-            return hi
-        return max(int((lo + (hi - lo) * pct / 100) / 100) * 100, lo) if pct > 0 else lo
-
-    return (
-        int(setting["scaling_min_freq"]) // 1000 == place(min_pct)
-        and int(setting["scaling_max_freq"]) // 1000 == place(max_pct)
-        and setting.get("energy_performance_preference") == epp
-    )
+_at = at_profile
 
 
 def _guaranteed(name: str, resources: dict, node: str | None = None) -> dict:
