@@ -87,7 +87,7 @@ def agent_usage(lab, node):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--pods", type=int, default=200)
     parser.add_argument("--restarts", type=int, default=10)
     parser.add_argument("--reboot", action="store_true")
