@@ -20,7 +20,7 @@ from ansible_collections.poweraware.k8s.plugins.module_utils.node_power import p
 from ansible_collections.poweraware.k8s.plugins.module_utils.node_power import power_journal as journal
 from poweraware_testing import load_module, race, tree_digest
 
-TRIALS = 100
+TRIALS = 40
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[5]
 # the kernel model as conftest.py loaded it (a bare "conftest" import is whichever directory's ran last)
 fake_kernel = sys.modules["poweraware_lab_fake_kernel"]

@@ -920,16 +920,17 @@ def test_run_logs_a_failed_cycle_and_goes_on_until_stopped(site, monkeypatch):
 
 # --- 8. a randomised soak --------------------------------------------------------------------------
 def test_soak_pods_come_and_go_with_restarts(quick_site):
-    """1000 cycles: each starts or deletes a pod (a random profile, or none, and 1..4 CPUs); a new
-    agent about every 100. After each cycle every CPU is at its wanted profile or its original."""
+    """400 cycles: each starts or deletes a pod (a random profile, or none, and 1..4 CPUs); a new
+    agent about every 40, the shared profile on and off every 100. After each cycle every CPU is at
+    its wanted profile or its original."""
     site = quick_site
     rng = random.Random(47)
     site.add_default_profiles()
     shared = DEFAULT_PROFILES["balance-performance"]
     running = {}
-    restarts, next_restart = 0, rng.randint(80, 120)
-    for step in range(1000):
-        with_shared = (step // 250) % 2 == 1
+    restarts, next_restart = 0, rng.randint(30, 50)
+    for step in range(400):
+        with_shared = (step // 100) % 2 == 1
         if with_shared:
             site.api.add_profile("shared", shared=True, **shared)
         else:
@@ -945,7 +946,7 @@ def test_soak_pods_come_and_go_with_restarts(quick_site):
         if step == next_restart:
             site.new_agent()
             restarts += 1
-            next_restart += rng.randint(80, 120)
+            next_restart += rng.randint(30, 50)
         plan = site.cycle()
         assert plan["refusals"] == [] and plan["problems"] == [] and site.agent.apply_error is None, step
         wanted = {cpu: (at_profile("balance-performance") if with_shared else ORIGINAL) for cpu in range(2, 16)}

@@ -1,5 +1,5 @@
 """Two kube_scheduler_extender runs at once on one control-plane node (AWX and a person, two plays):
-100 trials of two registrations started together in forked processes, at staggered offsets, on the
+40 trials of two registrations started together in forked processes, at staggered offsets, on the
 kubeadm manifest and on a user's own --config (BMRA's TAS registration beside ours). After each
 trial nothing is lost: both runs succeeded and exactly one changed something (the other planned on
 the first one's files: the module holds the static pod directory's lock from plan to write), the
@@ -20,7 +20,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from cases import GOLDEN, TAS_EXTENDER  # noqa: E402
 from test_kube_scheduler_extender_module import BACKUPS, MANIFEST, args, run  # noqa: E402
 
-TRIALS = 100
+TRIALS = 40
 USER_CONFIG = "/etc/kubernetes/scheduler-config.yaml"
 # a user's configuration with an extender of their own (not a managed resource of ours)
 USER_TEXT = """\
