@@ -89,14 +89,11 @@ def pod_power_agent_config(
     api_server="",
     kubelet_config_path="/var/lib/kubelet/config.yaml",
     kubeconfig_path="/etc/kubernetes/kubelet.conf",
-    config_dir="/etc/poweraware/pod-power",
-    state_file="/var/lib/poweraware/pod_power_state.json",
-    kubelet_state="/var/lib/kubelet/cpu_manager_state",
-    interval_s=1,
-    resync_s=60,
-    tolerance_mhz=100,
+    **options,
 ):
-    """The agent's configuration on one node (see ``pod_power_install.agent_config``)."""
+    """The agent's configuration on one node: ``pod_power_install.agent_config`` with the two documents
+    parsed; ``options`` (config_dir, state_file, kubelet_state, interval_s, resync_s, tolerance_mhz) go to
+    it as given, with their defaults there."""
     if not isinstance(kubelet_config, Mapping):
         raise AnsibleFilterError(
             "pod_power_agent_config: expected the kubelet_config result of cpu_power_info, "
@@ -118,10 +115,10 @@ def pod_power_agent_config(
             f"the kubelet's kubeconfig {kubeconfig_path}",
             "point pod_power_kubelet_kubeconfig at it, or set pod_power_api_server",
         )
-    numbers = {}
-    for name, value in (("interval_s", interval_s), ("resync_s", resync_s), ("tolerance_mhz", tolerance_mhz)):
-        # what -e gives is text: a whole number in it is that number
-        numbers[name] = int(value) if isinstance(value, str) and value.strip().isdigit() else value
+    for name in ("interval_s", "resync_s", "tolerance_mhz"):
+        value = options.get(name)
+        if isinstance(value, str) and value.strip().isdigit():
+            options[name] = int(value)  # what -e gives is text: a whole number in it is that number
     return agent_config(
         node,
         kubelet,
@@ -129,10 +126,7 @@ def pod_power_agent_config(
         kubeconfig=document,
         kubeconfig_path=kubeconfig_path,
         api_server=api_server or "",
-        config_dir=config_dir,
-        state_file=state_file,
-        kubelet_state=kubelet_state,
-        **numbers,
+        **options,
     )
 
 

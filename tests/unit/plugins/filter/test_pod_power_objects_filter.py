@@ -86,8 +86,9 @@ def test_pod_power_agent_config_parses_the_documents_and_passes_the_rest_on(stub
     ((args, kwargs),) = agent_config.calls
     assert args == ("w3", {"cpuManagerPolicy": "static", "reservedSystemCPUs": "0-1"}, "/var/lib/kubelet/config.yaml")
     assert kwargs["kubeconfig"]["clusters"][0]["cluster"]["server"] == "https://10.0.0.10:6443"
-    assert (kwargs["interval_s"], kwargs["resync_s"], kwargs["tolerance_mhz"]) == (2, 30, 100)  # "2" from -e is 2
-    assert kwargs["api_server"] == "" and kwargs["config_dir"] == "/etc/poweraware/pod-power"
+    assert (kwargs["interval_s"], kwargs["resync_s"]) == (2, 30)  # "2" from -e is 2
+    # what is not given keeps agent_config's own default (not a second copy of it here)
+    assert kwargs["api_server"] == "" and "config_dir" not in kwargs and "tolerance_mhz" not in kwargs
     # a given API server: the kubeconfig is not read; a missing kubelet configuration is None
     f_pod.pod_power_agent_config(
         {"exists": False, "content": None}, "w3", kubeconfig="{not yaml", api_server="https://a"
