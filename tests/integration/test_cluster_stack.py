@@ -413,6 +413,8 @@ def test_several_policies_in_one_run_and_the_readme_policy(converged, api, lab):
 
 
 # --- descheduler -----------------------------------------------------------------------------------
+# make lifecycle, not make test, for make test's time (90 s)
+@pytest.mark.lifecycle
 def test_the_descheduler_moves_a_pod_off_a_violating_node(converged, api, lab):
     """TAS's deschedule strategy with the real descheduler (v0.36.0, the release the role chooses for
     the lab's Kubernetes 1.36): a pod that may run on the most and the least loaded worker, preferring

@@ -283,6 +283,8 @@ def _scheduler_argv(lab) -> list[str]:
     return pod.get("argv") if pod.get("state") == "running" else None
 
 
+# make lifecycle, not make test, for make test's time (89 s with its teardown)
+@pytest.mark.lifecycle
 def test_a_kubeadm_upgrade_drops_the_registration_and_the_next_run_restores_it(lab, pki, extender, registered):
     """kubeadm upgrade renders kube-scheduler's manifest anew from its template and the ClusterConfiguration
     in kube-system/kubeadm-config; none of our lines survive. The node's own kubeadm does it here as in an

@@ -1395,6 +1395,8 @@ def test_peaks_places_a_pod_where_the_published_model_predicts_the_smallest_jump
     assert len(best) < workers, f"every worker scores the same: {rows}"
 
 
+# make lifecycle, not make test, for make test's time (84 s)
+@pytest.mark.lifecycle
 def test_peaks_sizes_a_pod_without_requests_where_the_default_request_is_given(site, api, lab):
     """Upstream Peaks sizes a pod by its CPU request: one that requests nothing is sized 0 and every node
     ties. peaks_default_cpu_request_namespaces gives such containers a request (a LimitRange), and Peaks
@@ -1460,6 +1462,8 @@ NFD_APPLY = "nfd : Apply the NFD RBAC, configuration, NetworkPolicy, nfd-master,
 KSM_APPLY = "kube_state_metrics : Apply the kube-state-metrics RBAC, Service, NetworkPolicy and Deployment"
 
 
+# make lifecycle, not make test, for make test's time (81 s)
+@pytest.mark.lifecycle
 def test_dry_run_names_the_drift_and_the_real_run_fixes_it(site, api, lab):
     """Drift made by hand after the converge: a Deployment's image changed (kubectl set image), a
     node's CPU profile changed in sysfs, a CRD deleted (which deletes its custom resources). The dry

@@ -560,6 +560,8 @@ def test_existing_mode_without_and_with_the_operator(lab, converged, tmp_path):
 # Last in this module: the claim's Prometheus is replaced twice and the converge back to emptyDir
 # starts it on an empty TSDB, which the tests above would wait for (their series, the adapter's
 # relist) had it run before them.
+# make lifecycle, not make test, for make test's time (85 s)
+@pytest.mark.lifecycle
 def test_prometheus_on_a_claim_keeps_its_samples_when_its_pod_is_replaced(lab, converged):
     """prometheus_storage=persistentVolumeClaim: the role claims a volume for the TSDB, so a pod that
     is replaced (a drain, an image change, a deleted pod) starts on the same samples. The volume is
