@@ -876,10 +876,21 @@ def _held_cpus(node, pod, claim, given, problems):
     return [cpu for cpu in given if cpu in node.online and cpu not in node.reserved]
 
 
-def _pod_workloads(node, pod, entries, profiles, out):
-    """One live pod: its refusals, or its workloads (and their CPUs' wanted profile)."""
+def _pod_workloads(node, pod, entries, profiles, out, static=True):
+    """One live pod: its refusals, or its workloads (and their CPUs' wanted profile). Where the kubelet
+    does not run the static CPU manager (``static`` false) no pod has CPUs of its own: a pod that claims
+    a profile is refused."""
     claims, refusals = pod_claims(pod, node.name, profiles)
     out["refusals"].extend(_refusal(pod, message) for message in refusals)
+    if claims and not static:
+        out["refusals"].append(
+            _refusal(
+                pod,
+                f"node {node.name}'s kubelet does not run the static CPU manager policy: the pod has no CPUs of its "
+                "own to give a profile",
+            )
+        )
+        return
     namespace, name, uid = _pod_id(pod)
     held = []
     for claim in claims:
@@ -1074,8 +1085,10 @@ def plan(node_name, node_labels, pods, state, reserved, info, profiles, shared_n
         # the shared profile where the node can do it; without a state every CPU may be exclusive
         ok = state is not None and shared_name is not None and not node.reasons(shared_name, [cpu])
         out["wanted"][cpu] = shared_name if ok and cpu not in exclusive else None
+    # a state not read says so in the problems; its pods are not refused for it
+    static = state is None or state.get("policy") == "static"
     for pod in sorted((p for p in pods or [] if _live_on(p, node.name)), key=_pod_id):
-        _pod_workloads(node, pod, entries, profiles, out)
+        _pod_workloads(node, pod, entries, profiles, out, static)
     _whole_policies(node, out)
     wanted = out["wanted"]
     honoured = state is not None and state.get("policy") == "static"

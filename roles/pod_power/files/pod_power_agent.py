@@ -275,33 +275,13 @@ class Agent:
         utc = datetime.datetime.fromtimestamp(now, datetime.timezone.utc)
         shared_name, more = pod_power.shared_profile(mine, days, labels, utc)
         problems = problems + more
-        # the plan says so in its problems; pods asking for a profile are told too (an Event each)
-        extra_refusals = [] if state["policy"] == "static" else self._unservable(pods, mine)
+        # a kubelet without the static CPU manager: the plan says so in its problems, and refuses each pod
+        # that asks for a profile (an Event each)
         plan = pod_power.plan(self.node, labels, pods, state, self.reserved, info, mine, shared_name)
         self._apply(plan, now)
-        refusals = plan["refusals"] + extra_refusals
-        self._events(refusals)
-        self._publish(node, plan, problems + plan["problems"], refusals)
+        self._events(plan["refusals"])
+        self._publish(node, plan, problems + plan["problems"], plan["refusals"])
         return plan
-
-    def _unservable(self, pods, profiles):
-        refusals = []
-        for pod in pods:
-            if not pod_power._live_on(pod, self.node):  # finished or being deleted: the plan skips it too
-                continue
-            claims, _refused = pod_power.pod_claims(pod, self.node, profiles)
-            if claims:
-                meta = pod.get("metadata") or {}
-                refusals.append(
-                    {
-                        "namespace": meta.get("namespace"),
-                        "name": meta.get("name"),
-                        "uid": meta.get("uid"),
-                        "message": f"node {self.node}'s kubelet does not run the static CPU manager policy: the pod "
-                        "has no CPUs of its own to give a profile",
-                    }
-                )
-        return refusals
 
     def _apply(self, plan, now):
         key = json.dumps([plan["assignments"], plan["restore"]], sort_keys=True)

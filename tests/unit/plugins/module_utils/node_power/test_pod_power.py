@@ -1427,6 +1427,16 @@ def test_cpu_manager_policy_none():
         "the kubelet's CPU manager policy is 'none', not static: pods get no exclusive CPUs, so no per-pod profile "
         "is offered; set cpuManagerPolicy: static in the kubelet configuration"
     )
+    # each live pod that claims a profile is refused for it (an Event); one that claims none, or has ended,
+    # is not; without a state read at all nobody is refused for the policy (the problems say why)
+    done = pod("job-0", "uid-job", [container("app", power={"power.intel.com/performance": "1"})], phase="Succeeded")
+    result = node_plan(pods=[*PODS, done], state=state)
+    assert [(r["name"], r["message"]) for r in result["refusals"]] == [
+        (name, "node worker-1's kubelet does not run the static CPU manager policy: the pod has no CPUs of its own to "
+         "give a profile")
+        for name in ("eco-0", "fast-0")
+    ]  # fmt: skip
+    assert node_plan(state=None)["refusals"] == []
 
 
 def test_a_node_without_cpufreq():
