@@ -155,6 +155,8 @@ def annotations(core, name):
     return core.read_node(name).metadata.annotations or {}
 
 
+# make lifecycle, not make test, for make test's time (67-78 s)
+@pytest.mark.lifecycle
 def test_power_models_publish_and_rerun(lab, telemetry, tmp_path):
     from ansible_collections.poweraware.k8s.plugins.module_utils.placement.power_model import predict_power
 

@@ -743,6 +743,8 @@ def _demo_transcript(lab, core) -> list[tuple[str, str]]:
     return transcript
 
 
+# make lifecycle, not make test, for make test's time (238-268 s)
+@pytest.mark.lifecycle
 def test_the_power_demo_scales_out_on_node_power_and_back_in(site, api, lab):
     """The TAS power demo as its README describes it, in its namespace power-demo, which nothing
     made beforehand (tas_policy creates it before the policy). Its stress-ng pods (the lab's load

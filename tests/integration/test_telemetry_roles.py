@@ -152,6 +152,8 @@ def _prometheus_api(lab, path: str) -> dict:
     return json.loads(body)["data"]
 
 
+# make lifecycle, not make test, for make test's time (82-85 s)
+@pytest.mark.lifecycle
 def test_a_converge_that_changes_prometheus_reloads_it_and_keeps_its_data(lab, converged):
     """The managed Prometheus loads the power models' recording rules (power_models' ConfigMap,
     projected into its rules directory, optional) and a converge that changes its configuration
