@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
 import pathlib
 import stat
 import time
@@ -51,17 +52,56 @@ def _custom(lab):
     return client.CustomObjectsApi(lab.api_client())
 
 
-def _wait_pods(lab, namespace, selector, count, timeout=120):
+def _wait_pods(lab, namespace, selector, count, timeout=120, settled=False):
+    """``count`` Running pods; ``settled``: and none left terminating (a DaemonSet starts a node's new
+    pod as soon as the old one is marked for deletion, and the old one's processes run until its
+    kubelet has stopped them, within its grace period - as on any cluster)."""
     core = _core(lab)
     deadline = time.monotonic() + timeout
     pods = []
     while time.monotonic() < deadline:
         pods = core.list_namespaced_pod(namespace, label_selector=selector).items
         running = [p for p in pods if p.status.phase == "Running" and p.metadata.deletion_timestamp is None]
-        if len(running) >= count:
+        terminating = [p for p in pods if p.metadata.deletion_timestamp is not None]
+        if len(running) >= count and not (settled and terminating):
             return running
         time.sleep(1)
-    raise AssertionError(f"{selector}: {[(p.metadata.name, p.spec.node_name, p.status.phase) for p in pods]}")
+    seen = [(p.metadata.name, p.spec.node_name, p.status.phase, p.metadata.deletion_timestamp) for p in pods]
+    raise AssertionError(f"{selector}: {seen}")
+
+
+def _one_process_per_pod(lab, pods, timeout=30):
+    """collectd's and the energy reader's processes on this machine, once there are ``pods`` of each
+    (the processes of a pod its kubelet has just stopped may take a moment to be reaped). A process
+    of a pod that is gone from the API keeps the count off: the failure names each process's pod
+    (its HOSTNAME) and age."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = (
+            lab.processes("/etc/poweraware/collectd/collectd.conf"),
+            lab.processes("/etc/poweraware/collectd/plugins/energy_reader.py"),
+        )
+        if all(len(each) == pods for each in found):
+            return found
+        if time.monotonic() > deadline:
+            described = [[_describe(p["pid"]) for p in each] for each in found]
+            raise AssertionError(f"not one collectd and one energy reader for each of {pods} pods: {described}")
+        time.sleep(0.5)
+
+
+def _describe(pid):
+    """A process as the wait's failure names it: pid, pod (HOSTNAME in its environment), age in seconds."""
+    proc = pathlib.Path("/proc") / str(pid)
+    try:
+        environ = dict(
+            item.split("=", 1) for item in (proc / "environ").read_text(errors="replace").split("\0") if "=" in item
+        )
+        ticks = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(pathlib.Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return {"pid": pid, "gone": True}
+    age = uptime - ticks / os.sysconf("SC_CLK_TCK")
+    return {"pid": pid, "pod": environ.get("HOSTNAME"), "age_s": round(age)}
 
 
 def test_collectd_on_every_node(lab, converged):
@@ -69,7 +109,7 @@ def test_collectd_on_every_node(lab, converged):
     runs unprivileged; only the energy reader beside it is uid 0, with no capability (the processes
     the lab's kubelet runs are checked in /proc, not only the pod spec)."""
     every = sorted([lab.control_plane_node, *lab.worker_nodes])
-    pods = _wait_pods(lab, NS, "app.kubernetes.io/name=collectd", len(every))
+    pods = _wait_pods(lab, NS, "app.kubernetes.io/name=collectd", len(every), settled=True)
     assert sorted(p.spec.node_name for p in pods) == every
     spec = pods[0].spec
     containers = {c.name: c for c in spec.containers}
@@ -86,9 +126,7 @@ def test_collectd_on_every_node(lab, converged):
     assert (collectd_sc.run_as_user, collectd_sc.run_as_group, collectd_sc.run_as_non_root) == (65534, 65534, True)
     assert (reader_sc.run_as_user, reader_sc.run_as_group) == (0, 65534)
     assert spec.automount_service_account_token is False
-    collectd_procs = lab.processes("/etc/poweraware/collectd/collectd.conf")
-    readers = lab.processes("/etc/poweraware/collectd/plugins/energy_reader.py")
-    assert len(collectd_procs) == len(readers) == len(every), (collectd_procs, readers)
+    collectd_procs, readers = _one_process_per_pod(lab, len(every))
     assert all((p["uid"], p["gid"], p["cap_eff"]) == (65534, 65534, 0) for p in collectd_procs), collectd_procs
     assert all((p["uid"], p["gid"], p["cap_eff"]) == (0, 65534, 0) for p in readers), readers
     cm = _core(lab).read_namespaced_config_map("collectd", NS)
